@@ -1,0 +1,47 @@
+# Scriba developer tasks. `make test` is the one command: it builds .venv when needed, installs the Debian
+# packages the tests use, and runs the whole suite.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.scriba-installed
+APT_PACKAGES := espeak-ng
+
+export PYANNOTE_METRICS_ENABLED := 0
+export HF_HUB_DISABLE_TELEMETRY := 1
+
+.PHONY: venv test lint typecheck bench system-deps clean
+
+venv: $(STAMP)
+
+# uv installs the ~6 GB of torch/CUDA wheels by hard-linking from its cache: seconds on a second run
+# instead of minutes, and no second copy on disk.
+$(STAMP): pyproject.toml
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(BIN)/python || uv venv --quiet --python $(PYTHON) $(VENV)
+	uv pip install --quiet --python $(BIN)/python -e ".[test]"
+	@touch $(STAMP)
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	fi
+
+test: venv system-deps
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check app tests benchmarks
+	$(BIN)/ruff format --check app tests benchmarks
+
+typecheck: venv
+	$(BIN)/mypy
+
+bench: venv system-deps
+	$(BIN)/python benchmarks/bench_engine.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

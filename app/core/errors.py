@@ -1,0 +1,100 @@
+"""Typed errors of the engine.
+
+Every error carries a message written for the person who gave us the input: which file, what is wrong with
+it and what to do. Callers (CLI, queue, GUI, remote worker) show ``str(error)`` as is and never parse it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ScribaError(Exception):
+    """Base class of every error Scriba reports to a user."""
+
+
+class CancelledError(ScribaError):
+    """The job was cancelled through its cancellation token."""
+
+    def __init__(self) -> None:
+        super().__init__("cancelled")
+
+
+class MediaError(ScribaError):
+    """An input file cannot be turned into audio samples."""
+
+    def __init__(self, path: Path | str, problem: str, advice: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        self.advice = advice
+        super().__init__(f"{self.path}: {problem}. {advice}")
+
+
+class MediaFileMissingError(MediaError):
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(path, "file not found", "Check the path; the file may have been moved or deleted.")
+
+
+class EmptyMediaFileError(MediaError):
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(path, "the file is empty (0 bytes)", "The copy or download may have failed; get it again.")
+
+
+class NotAMediaFileError(MediaError):
+    def __init__(self, path: Path | str, detail: str = "") -> None:
+        problem = "not an audio or video file"
+        if detail:
+            problem += f" ({detail})"
+        super().__init__(
+            path, problem, "Give Scriba an audio or video file such as WAV, MP3, M4A, FLAC, OGG, MP4 or MKV."
+        )
+
+
+class NoAudioStreamError(MediaError):
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(path, "the file has no audio track", "It may be a silent video; export it again with sound.")
+
+
+class ZeroLengthAudioError(MediaError):
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(
+            path,
+            "the audio track holds no samples (zero length)",
+            "The recording may have failed; check it in a media player.",
+        )
+
+
+class UnsupportedCodecError(MediaError):
+    def __init__(self, path: Path | str, codec: str) -> None:
+        super().__init__(
+            path,
+            f"the audio codec '{codec}' cannot be decoded",
+            "Convert it to a common format first, e.g. `ffmpeg -i INPUT -ar 16000 -ac 1 OUTPUT.wav`.",
+        )
+
+
+class CorruptMediaError(MediaError):
+    def __init__(self, path: Path | str, detail: str) -> None:
+        super().__init__(
+            path, f"decoding failed part-way ({detail})", "The file may be truncated or damaged; try another copy."
+        )
+
+
+class ModelError(ScribaError):
+    """A speech model cannot be found, downloaded or loaded."""
+
+
+class ModelNotFoundError(ModelError):
+    pass
+
+
+class ModelDownloadError(ModelError):
+    pass
+
+
+class DeviceError(ScribaError):
+    """The requested compute device or compute type cannot be used."""
+
+
+class DiarizationError(ScribaError):
+    """Speaker diarization could not run."""

@@ -1,0 +1,175 @@
+"""The whole job: decode once, transcribe, diarize, merge, and return a :class:`Transcript`.
+
+:class:`Engine` keeps loaded models between jobs (the queue worker and the remote worker run many files
+with one engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.core.audio import Audio, decode_audio
+from app.core.cancel import CancelToken
+from app.core.diarize import DiarizerChoice, DiarizerOptions, choose_backend
+from app.core.diarize.base import DiarizationResult, Diarizer, Turn
+from app.core.errors import CancelledError, DiarizationError
+from app.core.merge import assign_speakers
+from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
+from app.core.transcript import DiarizationInfo, Transcript
+
+log = logging.getLogger(__name__)
+
+# Share of the progress bar per stage, roughly their share of the time on a CPU with tiny.en.
+_STAGE_WEIGHTS = {"decode": 0.03, "transcribe": 0.77, "diarize": 0.19, "merge": 0.01}
+_STAGE_OFFSETS = {"decode": 0.0, "transcribe": 0.03, "diarize": 0.80, "merge": 0.99}
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage: str  # decode | transcribe | diarize | merge
+    stage_fraction: float
+    fraction: float  # of the whole job
+    audio_seconds: float  # audio duration (0 until decoded)
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    transcription: TranscriptionOptions = field(default_factory=TranscriptionOptions)
+    diarize: bool = True
+    diarizer: DiarizerOptions = field(default_factory=DiarizerOptions)
+
+
+class Engine:
+    """Runs jobs; keeps the Whisper model and the diarizers loaded while their options stay the same."""
+
+    def __init__(self) -> None:
+        self._transcriber: Transcriber | None = None
+        self._diarizers: dict[tuple[str, str, str], Diarizer] = {}
+
+    def transcriber(self, options: TranscriptionOptions) -> Transcriber:
+        if self._transcriber is None or not self._transcriber.matches(options):
+            if self._transcriber is not None:
+                self._transcriber.unload()
+            self._transcriber = Transcriber(options)
+        return self._transcriber
+
+    def unload(self) -> None:
+        if self._transcriber is not None:
+            self._transcriber.unload()
+        self._transcriber = None
+        self._diarizers.clear()
+
+    def run(
+        self,
+        source: Path | str,
+        options: PipelineOptions,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Transcript:
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        duration = 0.0
+
+        def report(stage: str, fraction: float) -> None:
+            if progress is not None:
+                overall = _STAGE_OFFSETS[stage] + _STAGE_WEIGHTS[stage] * min(1.0, max(0.0, fraction))
+                progress(Progress(stage, fraction, overall, duration))
+
+        report("decode", 0.0)
+        audio = decode_audio(source)
+        duration = audio.duration
+        timings["decode"] = time.perf_counter() - started
+        report("decode", 1.0)
+        if cancel:
+            cancel.raise_if_cancelled()
+
+        mark = time.perf_counter()
+        transcription = self.transcriber(options.transcription).transcribe(
+            audio, progress=lambda f: report("transcribe", f), cancel=cancel
+        )
+        timings["transcribe"] = time.perf_counter() - mark
+
+        diarization: DiarizationResult | None = None
+        mark = time.perf_counter()
+        if options.diarize:
+            diarization = self.diarize(audio, options.diarizer, lambda f: report("diarize", f), cancel)
+        timings["diarize"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        transcript = build_transcript(audio, transcription, diarization)
+        timings["merge"] = time.perf_counter() - mark
+        timings["total"] = time.perf_counter() - started
+        report("merge", 1.0)
+        return Transcript(**{**transcript.__dict__, "timings": timings})
+
+    def diarize(
+        self,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DiarizationResult:
+        choice = choose_backend(options)
+        try:
+            turns = self._run_backend(choice, audio, options, progress, cancel)
+        except CancelledError:
+            raise
+        except DiarizationError as error:
+            if options.backend != "auto" or choice.backend == "embedded":
+                raise
+            # Automatic choice: a pyannote failure (offline, licence not accepted) must not lose the job.
+            log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
+            choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
+            turns = self._run_backend(choice, audio, options, progress, cancel)
+        return DiarizationResult(turns=turns, backend=choice.backend, reason=choice.reason, device=options.device)
+
+    def _run_backend(
+        self,
+        choice: DiarizerChoice,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None,
+        cancel: CancelToken | None,
+    ) -> tuple[Turn, ...]:
+        key = (choice.backend, options.pyannote_source if choice.backend == "pyannote" else "", options.device)
+        diarizer = self._diarizers.get(key)
+        if diarizer is None:
+            if choice.backend == "pyannote":
+                from app.core.diarize.pyannote_backend import PyannoteDiarizer
+
+                diarizer = PyannoteDiarizer(options.pyannote_source, options.hf_token, options.device)
+            else:
+                from app.core.diarize.embedded import EmbeddedDiarizer
+
+                diarizer = EmbeddedDiarizer()
+            self._diarizers[key] = diarizer
+        return diarizer.diarize(audio, options.hints, progress, cancel)
+
+
+def build_transcript(
+    audio: Audio, transcription: TranscriptionResult, diarization: DiarizationResult | None
+) -> Transcript:
+    segments = transcription.segments
+    speakers: tuple[str, ...] = ()
+    info = None
+    if diarization is not None:
+        segments, speakers, turns = assign_speakers(segments, diarization.turns)
+        info = DiarizationInfo(diarization.backend, diarization.reason, turns)
+    return Transcript(
+        source=str(audio.source),
+        duration=audio.duration,
+        language=transcription.language,
+        model=transcription.model,
+        device=transcription.device,
+        compute_type=transcription.compute_type,
+        segments=segments,
+        diarization=info,
+        speakers=speakers,
+    )

@@ -1,0 +1,180 @@
+"""The transcript model: what the engine produces and every exporter, the queue and the GUI consume.
+
+``Transcript.to_dict()`` is the JSON contract (version 1) shared with the remote worker and benchmarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+TRANSCRIPT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Word:
+    start: float
+    end: float
+    word: str  # as Whisper emits it, with its leading space
+    probability: float
+    speaker: str | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: float
+    end: float
+    text: str
+    words: tuple[Word, ...] = ()
+    speaker: str | None = None
+
+
+@dataclass(frozen=True)
+class SpeakerTurn:
+    start: float
+    end: float
+    speaker: str
+
+
+@dataclass(frozen=True)
+class DiarizationInfo:
+    backend: str
+    reason: str
+    # Who spoke when, as the diarizer found it (speakers named as in the transcript). Words inherit their
+    # speakers from these turns; they are kept because word timestamps are coarser than the turns.
+    turns: tuple[SpeakerTurn, ...] = ()
+
+
+@dataclass(frozen=True)
+class Transcript:
+    source: str
+    duration: float
+    language: str
+    model: str
+    device: str
+    compute_type: str
+    segments: tuple[Segment, ...]
+    diarization: DiarizationInfo | None = None
+    speakers: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    version: int = TRANSCRIPT_VERSION
+
+    @property
+    def text(self) -> str:
+        return " ".join(segment.text.strip() for segment in self.segments if segment.text.strip())
+
+    def rename_speaker(self, old: str, new: str) -> Transcript:
+        """One rename changes every segment, every word and the speaker list."""
+
+        def swap(name: str | None) -> str | None:
+            return new if name == old else name
+
+        segments = tuple(
+            replace(
+                segment,
+                speaker=swap(segment.speaker),
+                words=tuple(replace(word, speaker=swap(word.speaker)) for word in segment.words),
+            )
+            for segment in self.segments
+        )
+        speakers = tuple(dict.fromkeys(new if name == old else name for name in self.speakers))
+        diarization = self.diarization
+        if diarization is not None:
+            turns = tuple(replace(turn, speaker=swap(turn.speaker) or turn.speaker) for turn in diarization.turns)
+            diarization = replace(diarization, turns=turns)
+        return replace(self, segments=segments, speakers=speakers, diarization=diarization)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "source": self.source,
+            "duration": round(self.duration, 3),
+            "language": self.language,
+            "model": self.model,
+            "device": self.device,
+            "compute_type": self.compute_type,
+            "diarization": (
+                {
+                    "backend": self.diarization.backend,
+                    "reason": self.diarization.reason,
+                    "turns": [
+                        {"start": round(turn.start, 3), "end": round(turn.end, 3), "speaker": turn.speaker}
+                        for turn in self.diarization.turns
+                    ],
+                }
+                if self.diarization
+                else None
+            ),
+            "speakers": list(self.speakers),
+            "segments": [
+                {
+                    "start": round(segment.start, 3),
+                    "end": round(segment.end, 3),
+                    "speaker": segment.speaker,
+                    "text": segment.text,
+                    "words": [
+                        {
+                            "start": round(word.start, 3),
+                            "end": round(word.end, 3),
+                            "word": word.word,
+                            "probability": round(word.probability, 4),
+                            "speaker": word.speaker,
+                        }
+                        for word in segment.words
+                    ],
+                }
+                for segment in self.segments
+            ],
+            "timings": {name: round(value, 3) for name, value in self.timings.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Transcript:
+        version = data.get("version")
+        if version != TRANSCRIPT_VERSION:
+            raise ValueError(
+                f"unsupported transcript version {version!r} (this Scriba reads version {TRANSCRIPT_VERSION})"
+            )
+        diarization = data.get("diarization")
+        return cls(
+            version=version,
+            source=str(data["source"]),
+            duration=float(data["duration"]),
+            language=str(data["language"]),
+            model=str(data["model"]),
+            device=str(data["device"]),
+            compute_type=str(data["compute_type"]),
+            diarization=(
+                DiarizationInfo(
+                    str(diarization["backend"]),
+                    str(diarization["reason"]),
+                    tuple(
+                        SpeakerTurn(float(turn["start"]), float(turn["end"]), str(turn["speaker"]))
+                        for turn in diarization.get("turns", [])
+                    ),
+                )
+                if diarization
+                else None
+            ),
+            speakers=tuple(str(name) for name in data.get("speakers", [])),
+            segments=tuple(
+                Segment(
+                    start=float(segment["start"]),
+                    end=float(segment["end"]),
+                    text=str(segment["text"]),
+                    speaker=segment.get("speaker"),
+                    words=tuple(
+                        Word(
+                            start=float(word["start"]),
+                            end=float(word["end"]),
+                            word=str(word["word"]),
+                            probability=float(word["probability"]),
+                            speaker=word.get("speaker"),
+                        )
+                        for word in segment.get("words", [])
+                    ),
+                )
+                for segment in data["segments"]
+            ),
+            timings={str(name): float(value) for name, value in data.get("timings", {}).items()},
+        )
