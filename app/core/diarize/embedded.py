@@ -179,9 +179,11 @@ def cluster(embeddings: np.ndarray, hints: SpeakerHints, options: EmbeddedDiariz
     else:
         k_min = hints.min_speakers or 1
         k_max = hints.max_speakers or options.max_speakers
-    k_max = min(k_max, n)
+    # A speaker is counted only with about a second of speech (5 windows at the default step), and the
+    # eigengap of k needs eigenvalue k+1: short clips cannot support many speakers.
+    k_max = min(k_max, n - 1, max(1, n // 5))
     k_min = min(k_min, k_max)
-    if n < 2 or k_max <= 1:
+    if n < 3 or k_max <= 1:
         return np.zeros(n, dtype=np.int64)
 
     eigenvalues, eigenvectors = _spectral_embedding(embeddings, options.pruning_keep)

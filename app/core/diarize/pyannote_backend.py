@@ -52,7 +52,8 @@ class PyannoteDiarizer:
             ) from error
         if pipeline is None:  # older pyannote returns None for a gated model without access
             raise DiarizationError(
-                f"no access to '{self.source}': accept its conditions on the Hugging Face hub with the account of your token"
+                f"no access to '{self.source}': accept its conditions on the Hugging Face hub "
+                "with the account of your token"
             )
         if self.device == "cuda":
             # TF32 matmuls and cuDNN autotuning make the segmentation and embedding models markedly faster on

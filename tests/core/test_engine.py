@@ -1,0 +1,146 @@
+"""The real engine (bundled tiny.en, built-in diarizer) on real and synthesized speech."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.core.audio import Audio
+from app.core.cancel import CancelToken
+from app.core.diarize import DiarizerOptions, SpeakerHints
+from app.core.errors import CancelledError
+from app.core.pipeline import PipelineOptions
+from app.core.transcribe import TranscriptionOptions
+from tests import metrics, synth
+
+
+@pytest.fixture(scope="module")
+def sample_json(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`scriba transcribe sample.wav -f json`, as a user runs it (offline, defaults)."""
+    out = tmp_path_factory.mktemp("sample")
+    subprocess.run(
+        [sys.executable, "-m", "app", "transcribe", str(sample_dir / "sample.wav"), "-f", "json", "-o", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads((out / "sample.json").read_text())
+
+
+def test_sample_wer(sample_json: dict, sample_dir: Path) -> None:
+    reference = metrics.stm_text(sample_dir / "sample.stm")
+    hypothesis = " ".join(segment["text"] for segment in sample_json["segments"])
+    assert metrics.wer(reference, hypothesis) <= 0.17
+
+
+def test_sample_two_speakers_and_strict_der(sample_json: dict, sample_dir: Path) -> None:
+    assert sample_json["speakers"] == ["SPEAKER_00", "SPEAKER_01"]
+    assert sample_json["diarization"]["backend"] == "embedded"
+    assert sample_json["diarization"]["reason"] == "no Hugging Face token: used the built-in diarizer"
+    reference = metrics.rttm_annotation(sample_dir / "sample.rttm")
+    turns = metrics.turns_annotation((t["start"], t["end"], t["speaker"]) for t in sample_json["diarization"]["turns"])
+    assert metrics.der(reference, turns, strict=True) <= 0.15
+    # The speaker-labelled segments inherit word timestamps (coarser with tiny.en): scored with a collar.
+    assert metrics.der(reference, metrics.transcript_annotation(sample_json), strict=False) <= 0.15
+
+
+def test_sample_json_contract(sample_json: dict) -> None:
+    assert sample_json["version"] == 1
+    assert sample_json["model"] == "tiny.en" and sample_json["device"] == "cpu"
+    assert sample_json["compute_type"] == "int8" and sample_json["language"] == "en"
+    assert sample_json["duration"] == pytest.approx(30.0, abs=0.01)
+    assert set(sample_json["timings"]) == {"decode", "transcribe", "diarize", "merge", "total"}
+    for segment in sample_json["segments"]:
+        assert segment["speaker"] in sample_json["speakers"]
+        assert all(word["speaker"] == segment["speaker"] for word in segment["words"])
+        assert segment["start"] <= segment["end"]
+
+
+@pytest.fixture(scope="module")
+def three_voices(tmp_path_factory: pytest.TempPathFactory, espeak: str) -> tuple[Path, list[synth.Utterance]]:
+    samples, utterances = synth.meeting(n_speakers=3, n_turns=9)
+    path = synth.write_wav(tmp_path_factory.mktemp("meeting") / "meeting.wav", samples)
+    return path, utterances
+
+
+def test_three_synthetic_speakers_are_counted_and_attributed(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
+    path, utterances = three_voices
+    transcript = engine.run(path, PipelineOptions(transcription=TranscriptionOptions(language="en")))
+    assert len(transcript.speakers) == 3
+    reference = metrics.turns_annotation((u.start, u.end, u.speaker) for u in utterances)
+    turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns]
+    assert metrics.der(reference, metrics.turns_annotation(turns)) <= 0.10
+    # Every utterance's words end up with one speaker, and different voices with different speakers.
+    owner = {}
+    for utterance in utterances:
+        spoken = [
+            w.speaker
+            for s in transcript.segments
+            for w in s.words
+            if utterance.start - 0.2 <= (w.start + w.end) / 2 <= utterance.end + 0.2
+        ]
+        assert spoken, utterance
+        majority = max(set(spoken), key=spoken.count)
+        assert spoken.count(majority) / len(spoken) >= 0.8
+        owner.setdefault(utterance.speaker, set()).add(majority)
+    assert all(len(names) == 1 for names in owner.values())
+    assert len({next(iter(names)) for names in owner.values()}) == 3
+    assert metrics.wer(" ".join(u.text for u in utterances), transcript.text) <= 0.25
+
+
+def test_speaker_hints_are_obeyed(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
+    from app.core.audio import decode_audio
+
+    audio = decode_audio(three_voices[0])
+    two = engine.diarize(audio, DiarizerOptions(backend="embedded", hints=SpeakerHints(num_speakers=2)))
+    assert len({t.speaker for t in two.turns}) == 2
+    at_most = engine.diarize(audio, DiarizerOptions(backend="embedded", hints=SpeakerHints(max_speakers=2)))
+    assert len({t.speaker for t in at_most.turns}) == 2
+    assert two.reason == "the built-in diarizer was requested"
+
+
+def test_one_voice_is_one_speaker(engine, espeak: str) -> None:  # type: ignore[no-untyped-def]
+    samples, _ = synth.conversation([(1, text) for text in synth.SENTENCES[:5]])
+    audio = Audio(samples, synth.SAMPLE_RATE, Path("monologue.wav"))
+    result = engine.diarize(audio, DiarizerOptions(backend="embedded"))
+    assert len({t.speaker for t in result.turns}) == 1
+
+
+def test_silence_has_no_speakers(engine) -> None:  # type: ignore[no-untyped-def]
+    audio = Audio(np.zeros(16000 * 5, dtype=np.float32), 16000, Path("silence.wav"))
+    assert engine.diarize(audio, DiarizerOptions(backend="embedded")).turns == ()
+
+
+def test_progress_rises_to_one_and_cancel_stops_the_job(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
+    path, _ = three_voices
+    seen: list[float] = []
+    engine.run(path, PipelineOptions(diarize=False), progress=lambda p: seen.append(p.fraction))
+    assert seen[-1] == 1.0 and seen == sorted(seen)
+
+    token = CancelToken()
+    stages: list[str] = []
+
+    def cancel_during_transcription(progress) -> None:  # type: ignore[no-untyped-def]
+        stages.append(progress.stage)
+        if progress.stage == "transcribe" and progress.stage_fraction > 0:
+            token.cancel()
+
+    with pytest.raises(CancelledError):
+        engine.run(path, PipelineOptions(), progress=cancel_during_transcription, cancel=token)
+    assert "diarize" not in stages
+
+
+def test_pyannote_without_access_falls_back_to_the_built_in_diarizer(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
+    from app.core.audio import decode_audio
+
+    audio = decode_audio(three_voices[0])
+    # A token is set but the hub cannot be reached (no network here, as for a user offline).
+    result = engine.diarize(audio, DiarizerOptions(hf_token="hf_not_a_real_token"))
+    assert result.backend == "embedded"
+    assert result.reason.startswith("pyannote could not run")
+    assert "hf_not_a_real_token" not in result.reason

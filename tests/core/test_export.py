@@ -1,0 +1,139 @@
+"""Exporters: exact formats, hour-long timestamps, atomic writes, speaker renames."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from app.core import export
+from app.core.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+
+
+def make_transcript() -> Transcript:
+    words_a = (Word(0.5, 0.9, " Hello", 0.9, "SPEAKER_00"), Word(0.9, 1.4, " there.", 0.8, "SPEAKER_00"))
+    words_b = (Word(3723.25, 3723.6, " Fine,", 0.7, "SPEAKER_01"), Word(3723.6, 3724.0, " <thanks>", 0.6, "SPEAKER_01"))
+    return Transcript(
+        source="/tmp/talk.wav",
+        duration=3725.0,
+        language="en",
+        model="tiny.en",
+        device="cpu",
+        compute_type="int8",
+        segments=(
+            Segment(0.5, 1.4, "Hello there.", words_a, "SPEAKER_00"),
+            Segment(2.0, 2.5, "And you?", (), "SPEAKER_00"),
+            Segment(3723.25, 3724.0, "Fine, <thanks>", words_b, "SPEAKER_01"),
+        ),
+        diarization=DiarizationInfo("embedded", "test", (SpeakerTurn(0.4, 2.6, "SPEAKER_00"),)),
+        speakers=("SPEAKER_00", "SPEAKER_01"),
+        timings={"total": 1.0},
+    )
+
+
+def test_timestamps() -> None:
+    assert export.timestamp(0, ",") == "00:00:00,000"
+    assert export.timestamp(3723.2506, ",") == "01:02:03,251"
+    assert export.timestamp(3723.25, ".") == "01:02:03.250"
+    assert export.timestamp(360000.0, ",") == "100:00:00,000"
+    assert export.timestamp(59.9999, ".") == "00:01:00.000"
+
+
+def test_srt_uses_comma_milliseconds_and_numbered_cues() -> None:
+    text = export.to_srt(make_transcript())
+    assert text.splitlines()[:3] == ["1", "00:00:00,500 --> 00:00:01,400", "[SPEAKER_00] Hello there."]
+    assert "3\n01:02:03,250 --> 01:02:04,000\n[SPEAKER_01] Fine, <thanks>\n" in text
+
+
+def test_vtt_header_voice_tags_and_escaping() -> None:
+    text = export.to_vtt(make_transcript())
+    assert text.startswith("WEBVTT\n\n")
+    assert "00:00:00.500 --> 00:00:01.400\n<v SPEAKER_00>Hello there.\n" in text
+    assert "01:02:03.250 --> 01:02:04.000\n<v SPEAKER_01>Fine, &lt;thanks&gt;\n" in text
+
+
+def test_txt_groups_a_speakers_segments_into_one_paragraph() -> None:
+    text = export.to_txt(make_transcript())
+    assert text == "[00:00:00] SPEAKER_00:\nHello there. And you?\n\n[01:02:03] SPEAKER_01:\nFine, <thanks>\n"
+
+
+def test_txt_without_diarization_is_plain_text() -> None:
+    transcript = make_transcript()
+    plain = Transcript(
+        **{
+            **transcript.__dict__,
+            "segments": tuple(Segment(s.start, s.end, s.text, (), None) for s in transcript.segments),
+            "diarization": None,
+            "speakers": (),
+        }
+    )
+    assert export.to_txt(plain) == "Hello there. And you? Fine, <thanks>\n"
+
+
+def test_json_round_trip_keeps_the_contract() -> None:
+    transcript = make_transcript()
+    data = json.loads(export.to_json(transcript))
+    assert set(data) == {
+        "version",
+        "source",
+        "duration",
+        "language",
+        "model",
+        "device",
+        "compute_type",
+        "diarization",
+        "speakers",
+        "segments",
+        "timings",
+    }
+    assert data["version"] == 1
+    assert set(data["segments"][0]) == {"start", "end", "speaker", "text", "words"}
+    assert set(data["segments"][0]["words"][0]) == {"start", "end", "word", "probability", "speaker"}
+    assert data["diarization"]["backend"] == "embedded" and data["diarization"]["reason"] == "test"
+    assert Transcript.from_dict(data) == transcript
+
+
+def test_long_segments_are_split_into_readable_cues() -> None:
+    words = tuple(Word(i * 0.5, i * 0.5 + 0.4, f" word{i}", 0.9, "SPEAKER_00") for i in range(40))
+    segment = Segment(0.0, 19.9, "".join(w.word for w in words).strip(), words, "SPEAKER_00")
+    transcript = Transcript(**{**make_transcript().__dict__, "segments": (segment,)})
+    cues = export.to_srt(transcript).strip().split("\n\n")
+    assert len(cues) >= 3
+    assert all(len(cue.splitlines()[2]) <= export.MAX_CUE_CHARS + len("[SPEAKER_00] ") for cue in cues)
+    assert " ".join(cue.splitlines()[2].removeprefix("[SPEAKER_00] ") for cue in cues) == segment.text
+
+
+def test_rename_speaker_changes_every_line_and_every_format() -> None:
+    renamed = make_transcript().rename_speaker("SPEAKER_01", "Dr. Okafor")
+    assert renamed.speakers == ("SPEAKER_00", "Dr. Okafor")
+    assert all(w.speaker == "Dr. Okafor" for w in renamed.segments[2].words)
+    for fmt in export.FORMATS:
+        text = export.render(renamed, fmt)
+        assert "Dr. Okafor" in text and "SPEAKER_01" not in text
+
+
+def test_export_writes_every_format_atomically(tmp_path: Path) -> None:
+    paths = export.export(make_transcript(), tmp_path / "out", "talk", ["txt", "srt", "vtt", "json"])
+    assert [p.name for p in paths] == ["talk.txt", "talk.srt", "talk.vtt", "talk.json"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["talk.json", "talk.srt", "talk.txt", "talk.vtt"]
+
+
+def test_a_failed_write_leaves_the_previous_file_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "talk.txt"
+    target.write_text("the good transcript\n")
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        export.write_atomic(target, "half")
+    assert target.read_text() == "the good transcript\n"
+    assert os.listdir(tmp_path) == ["talk.txt"]  # no temporary file left behind
+
+
+def test_unknown_format() -> None:
+    with pytest.raises(ValueError, match="unknown format 'docx'"):
+        export.render(make_transcript(), "docx")

@@ -1,0 +1,90 @@
+"""Merging words with speaker turns."""
+
+from __future__ import annotations
+
+from app.core.diarize.base import Turn
+from app.core.merge import assign_speakers
+from app.core.transcript import Segment, Word
+
+
+def words(*spec: tuple[float, float, str]) -> tuple[Word, ...]:
+    return tuple(Word(start, end, text, 0.9) for start, end, text in spec)
+
+
+def test_each_word_takes_the_speaker_it_overlaps_most_and_segments_split_there() -> None:
+    segment = Segment(
+        0.0,
+        4.0,
+        "Hi there. How are you doing?",
+        words(
+            (0.0, 0.4, " Hi"),
+            (0.4, 0.9, " there."),
+            (1.0, 1.3, " How"),
+            (1.3, 1.5, " are"),
+            (1.5, 1.7, " you"),
+            (1.7, 2.2, " doing?"),
+        ),
+    )
+    turns = [Turn(0.0, 0.95, "B"), Turn(0.95, 3.0, "A")]
+    segments, speakers, renamed = assign_speakers([segment], turns)
+    assert speakers == ("SPEAKER_00", "SPEAKER_01")  # in order of first appearance, whatever the labels
+    assert [(s.speaker, s.text) for s in segments] == [
+        ("SPEAKER_00", "Hi there."),
+        ("SPEAKER_01", "How are you doing?"),
+    ]
+    assert segments[1].start == 1.0 and segments[1].end == 2.2
+    assert [t.speaker for t in renamed] == ["SPEAKER_00", "SPEAKER_01"]
+
+
+def test_a_one_word_blip_inside_a_turn_is_absorbed() -> None:
+    segment = Segment(
+        0.0,
+        3.0,
+        "I think that we should go",
+        words(
+            (0.0, 0.3, " I"),
+            (0.3, 0.6, " think"),
+            (0.6, 0.8, " that"),
+            (0.8, 1.0, " we"),
+            (1.0, 1.4, " should"),
+            (1.4, 1.8, " go"),
+        ),
+    )
+    turns = [Turn(0.0, 0.6, "A"), Turn(0.6, 0.8, "B"), Turn(0.8, 2.0, "A")]
+    segments, speakers, _ = assign_speakers([segment], turns)
+    assert [(s.speaker, s.text) for s in segments] == [("SPEAKER_00", "I think that we should go")]
+    # The diarizer did hear a second voice; it is listed after the ones with words, but owns no text.
+    assert speakers == ("SPEAKER_00", "SPEAKER_01")
+
+
+def test_a_change_near_a_sentence_end_moves_to_it() -> None:
+    segment = Segment(
+        0.0,
+        3.0,
+        "Is it ready? Yes it is",
+        words(
+            (0.0, 0.3, " Is"),
+            (0.3, 0.5, " it"),
+            (0.5, 0.9, " ready?"),
+            (1.0, 1.3, " Yes"),
+            (1.3, 1.5, " it"),
+            (1.5, 1.8, " is"),
+        ),
+    )
+    # The diarizer hands over one word late: "Yes" still overlaps A.
+    turns = [Turn(0.0, 1.35, "A"), Turn(1.35, 2.0, "B")]
+    segments, _, _ = assign_speakers([segment], turns)
+    assert [(s.speaker, s.text) for s in segments] == [("SPEAKER_00", "Is it ready?"), ("SPEAKER_01", "Yes it is")]
+
+
+def test_no_turns_leaves_speakers_empty() -> None:
+    segment = Segment(0.0, 1.0, "Hello", words((0.0, 1.0, " Hello")))
+    segments, speakers, _ = assign_speakers([segment], [])
+    assert speakers == () and segments[0].speaker is None
+
+
+def test_a_word_in_silence_takes_the_nearest_turn() -> None:
+    segment = Segment(5.0, 5.5, "Right", words((5.0, 5.5, " Right")))
+    segments, _, _ = assign_speakers([segment], [Turn(0.0, 1.0, "A"), Turn(6.0, 7.0, "B")])
+    assert segments[0].speaker == "SPEAKER_00"
+    assert segments[0].words[0].speaker == "SPEAKER_00"
