@@ -17,12 +17,16 @@ How it decides:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.core.cancel import CancelToken
 from app.core.diarize.base import ProgressCallback, SpeakerHints, Turn
 from app.core.diarize.encoder import HOP_SAMPLES, SAMPLE_RATE, SpeakerEncoder, mel_frames
+
+if TYPE_CHECKING:
+    from app.core.audio import Audio
 
 FRAME_S = HOP_SAMPLES / SAMPLE_RATE
 
@@ -53,7 +57,7 @@ class EmbeddedDiarizer:
 
     def diarize(
         self,
-        audio: object,
+        audio: Audio,
         hints: SpeakerHints,
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,

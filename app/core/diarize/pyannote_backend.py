@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.cancel import CancelToken
 from app.core.diarize.base import ProgressCallback, SpeakerHints, Turn
 from app.core.errors import DiarizationError
+
+if TYPE_CHECKING:
+    from app.core.audio import Audio
 
 PYANNOTE_PIPELINE = "pyannote/speaker-diarization-community-1"
 
@@ -66,7 +69,7 @@ class PyannoteDiarizer:
 
     def diarize(
         self,
-        audio: object,
+        audio: Audio,
         hints: SpeakerHints,
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,
