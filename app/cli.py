@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -209,7 +208,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from app.core.errors import ModelError
-    from app.core.models import BUNDLED_MODEL, CATALOG, default_model, download_model, installed_models, remove_model
+    from app.core.models import CATALOG, default_model, download_model, installed_models, remove_model
 
     try:
         if args.models_command == "list":
@@ -231,10 +230,6 @@ def cmd_models(args: argparse.Namespace) -> int:
             print(f"{model.name}: {model.path}")
             return 0
         if args.models_command == "remove":
-            if args.name == BUNDLED_MODEL and not any(
-                m.origin == "cache" and m.name == args.name for m in installed_models()
-            ):
-                raise ModelError("tiny.en is bundled with Scriba and cannot be removed.")
             print(f"removed {remove_model(args.name)}")
             return 0
     except ModelError as error:
@@ -285,7 +280,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")  # no telemetry from pyannote, whatever imports it
     if args.command == "transcribe":
         return cmd_transcribe(args)
     if args.command == "models":

@@ -5,7 +5,6 @@ Used by the tests and the benchmarks (which import it from the repository checko
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import wave
@@ -46,10 +45,6 @@ class Utterance:
     start: float
     end: float
     text: str
-
-
-def espeak_available() -> bool:
-    return shutil.which("espeak-ng") is not None
 
 
 def speak(text: str, voice: str, pitch: int, speed: int = 165) -> np.ndarray:

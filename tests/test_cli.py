@@ -87,12 +87,8 @@ def test_same_stem_twice_does_not_overwrite(tmp_path: Path, espeak: str) -> None
         (["--model", "huge"], "Unknown model 'huge'"),
     ],
 )
-def test_bad_options_are_explained(tmp_path: Path, args: list[str], message: str) -> None:
-    audio = (
-        synth.write_wav(tmp_path / "x.wav", synth.conversation([(0, "Hi.")])[0])
-        if synth.espeak_available()
-        else tmp_path / "x.wav"
-    )
+def test_bad_options_are_explained(tmp_path: Path, args: list[str], message: str, espeak: str) -> None:
+    audio = synth.write_wav(tmp_path / "x.wav", synth.conversation([(0, "Hi.")])[0])
     result = scriba("transcribe", str(audio), *args, "-o", str(tmp_path))
     assert result.returncode != 0
     assert message in result.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.core.audio import Audio, decode_audio
@@ -107,7 +107,7 @@ class Engine:
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
         report("merge", 1.0)
-        return Transcript(**{**transcript.__dict__, "timings": timings})
+        return replace(transcript, timings=timings)
 
     def diarize(
         self,
