@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from app import __version__
 
@@ -38,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scriba", description="Transcribe and diarize audio and video, locally.")
     parser.add_argument("--version", action="version", version=f"scriba {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine decides")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="queue and transcripts folder (default: $SCRIBA_DATA_DIR, else the user data folder)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     transcribe = commands.add_parser("transcribe", help="transcribe (and diarize) files")
@@ -90,7 +97,53 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands.add_parser("set", help="store a token (read from standard input, never echoed)")
     token_commands.add_parser("clear", help="delete the stored token")
     token_commands.add_parser("status", help="say whether a token is available and from where")
+    _add_queue_parser(commands)
     return parser
+
+
+def _add_job_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="catalog name or CTranslate2 directory (default: best on disk)")
+    parser.add_argument("--language", default=None, help="language code, e.g. en; default: detect")
+    parser.add_argument("--diarize", action=argparse.BooleanOptionalAction, default=True, help="label speakers")
+    parser.add_argument("--diarizer", choices=("auto", "pyannote", "embedded"), default="auto")
+    parser.add_argument("--num-speakers", type=_positive, default=None)
+    parser.add_argument("--min-speakers", type=_positive, default=None)
+    parser.add_argument("--max-speakers", type=_positive, default=None)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--compute-type", default="auto")
+    parser.add_argument("--batch-size", type=int, default=0)
+    parser.add_argument(
+        "-f", "--formats", type=_formats, default=("txt", "srt", "vtt", "json"), help="formats to export when done"
+    )
+    parser.add_argument(
+        "-o", "--output-dir", type=Path, default=None, help="export here when done (default: keep in the queue)"
+    )
+
+
+def _add_queue_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    queue = commands.add_parser("queue", help="the persistent job queue shared with the window")
+    actions = queue.add_subparsers(dest="queue_command", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="queue files (folders: every media file inside)")
+    add.add_argument("inputs", nargs="+", metavar="FILE", type=Path)
+    _add_job_options(add)
+    listing = actions.add_parser("list", help="show the queue")
+    listing.add_argument("--json", action="store_true", help="one JSON array (id, source, state, progress, …)")
+    run = actions.add_parser("run", help="run queued jobs, one at a time")
+    run.add_argument("--until-empty", action="store_true", help="stop when nothing is queued (default: keep waiting)")
+    for name, text in (
+        ("cancel", "cancel a queued or running job"),
+        ("retry", "queue a failed, cancelled or finished job again"),
+        ("remove", "forget a job that is not running"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("job_id", type=int, metavar="ID")
+    move = actions.add_parser("move", help="move a job up (negative) or down (positive) in the queue")
+    move.add_argument("job_id", type=int, metavar="ID")
+    move.add_argument("offset", type=int)
+    export = actions.add_parser("export", help="write a finished job's transcript")
+    export.add_argument("job_id", type=int, metavar="ID")
+    export.add_argument("-f", "--formats", type=_formats, default=("txt", "srt", "vtt", "json"))
+    export.add_argument("-o", "--output-dir", type=Path, default=Path("."))
 
 
 class ProgressBar:
@@ -274,12 +327,187 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def resolve_data_dir(option: Path | None) -> Path:
+    """--data-dir, else SCRIBA_DATA_DIR (portable installs, tests), else the platform's user data folder."""
+    if option is not None:
+        return option
+    from_environment = os.environ.get("SCRIBA_DATA_DIR")
+    if from_environment:
+        return Path(from_environment)
+    from app.core.paths import data_dir
+
+    return data_dir()
+
+
+def _format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    from app.core.jobs import JobNotFoundError, JobOptions, JobStateError, JobStore, media_files
+
+    store = JobStore(resolve_data_dir(args.data_dir))
+    for job_id in store.recovered:
+        print(f"note: job {job_id} was interrupted (its process stopped) and is queued again", file=sys.stderr)
+    try:
+        if args.queue_command == "add":
+            return _queue_add(store, args, JobOptions, media_files)
+        if args.queue_command == "list":
+            return _queue_list(store, args.json)
+        if args.queue_command == "run":
+            return _queue_run(store, args.until_empty)
+        if args.queue_command == "cancel":
+            job = store.cancel(args.job_id)
+            what = "cancel requested" if job.state.value == "running" else "cancelled"
+            print(f"job {job.id} ({job.source.name}): {what}")
+            return 0
+        if args.queue_command == "retry":
+            job = store.retry(args.job_id)
+            print(f"job {job.id} ({job.source.name}): queued again")
+            return 0
+        if args.queue_command == "remove":
+            store.remove(args.job_id)
+            print(f"job {args.job_id} removed")
+            return 0
+        if args.queue_command == "move":
+            store.move(args.job_id, args.offset)
+            return 0
+        if args.queue_command == "export":
+            from app.core.export import export
+
+            job = store.get(args.job_id)
+            written = export(store.load_transcript(job.id), args.output_dir, job.source.stem, args.formats)
+            for path in written:
+                print(path)
+            return 0
+    except (JobNotFoundError, JobStateError) as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    return 2
+
+
+def _queue_add(store: Any, args: argparse.Namespace, job_options: Any, media_files: Any) -> int:
+    from app.core.audio import probe_duration
+
+    options = job_options(
+        model=args.model,
+        language=args.language,
+        diarize=args.diarize,
+        diarizer=args.diarizer,
+        num_speakers=args.num_speakers,
+        min_speakers=args.min_speakers,
+        max_speakers=args.max_speakers,
+        device=args.device,
+        compute_type=args.compute_type,
+        batch_size=args.batch_size,
+        formats=args.formats,
+        output_dir=str(args.output_dir.absolute()) if args.output_dir else None,
+    )
+    files = media_files(args.inputs)
+    if not files:
+        print("scriba: error: no media files found in what was given", file=sys.stderr)
+        return 1
+    for path in files:
+        earlier = store.find_by_source(path)
+        job = store.add(path, options, probe_duration(path) if path.is_file() else None)
+        line = f"job {job.id}: {path}"
+        if earlier:
+            line += f" (also in the queue as job {', '.join(str(e.id) for e in earlier)}; added again)"
+        print(line)
+    return 0
+
+
+def _queue_list(store: Any, as_json: bool) -> int:
+    import json
+
+    jobs = store.jobs()
+    if as_json:
+        print(json.dumps([job.to_dict() for job in jobs], indent=1))
+        return 0
+    if not jobs:
+        print("the queue is empty (`scriba queue add FILE…`)")
+        return 0
+    print(f"{'id':>4}  {'state':9} {'progress':>8} {'length':>8} {'speed':>7}  file")
+    for job in jobs:
+        speed = f"{job.speed:.1f}x" if job.speed else "-"
+        print(
+            f"{job.id:>4}  {job.state.value:9} {job.progress:>8.0%} {_format_seconds(job.duration):>8} {speed:>7}  "
+            f"{job.source}"
+        )
+        if job.error:
+            print(f"      error: {job.error}")
+        elif job.note:
+            print(f"      note: {job.note}")
+    return 0
+
+
+def _queue_run(store: Any, until_empty: bool) -> int:
+    import signal
+
+    from app.core.worker import JobEvent, QueueWorker
+
+    failures = 0
+    bars: dict[int, ProgressBar] = {}
+
+    def on_event(event: JobEvent) -> None:
+        nonlocal failures
+        if event.job_id is None or event.source is None:
+            return
+        bar = bars.setdefault(event.job_id, ProgressBar(f"[{event.job_id}] {event.source.name}", sys.stderr, True))
+        if event.kind == "progress":
+            bar.update(event)
+        elif event.kind == "done":
+            speed = f", {event.speed:.1f}x real time" if event.speed else ""
+            note = f"; {event.message}" if event.message else ""
+            bar.finish(f"done: job {event.job_id} {event.source}{speed}{note}")
+        elif event.kind == "failed":
+            failures += 1
+            bar.finish(f"failed: job {event.job_id}: {event.message}")
+        elif event.kind == "cancelled":
+            bar.finish(f"cancelled: job {event.job_id} {event.source}")
+        elif event.kind == "requeued":
+            bar.finish(f"stopped: job {event.job_id} {event.source} goes back to the queue")
+
+    worker = QueueWorker(store, on_event=on_event)
+
+    def interrupt(signum: int, frame: object) -> None:
+        worker.stop()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    previous_term = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        worker.run(until_empty=until_empty)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+    if worker.stopping:
+        return 130
+    return 1 if failures else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import multiprocessing
+
+    # The inference process is started with "spawn"; in a frozen (PyInstaller) build the child re-enters
+    # here and must be diverted to its work.
+    multiprocessing.freeze_support()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.command == "queue":
+        return cmd_queue(args)
+    if args.command is None:
+        from app.gui.main import run_gui
+
+        return run_gui(resolve_data_dir(args.data_dir))
     if args.command == "transcribe":
         return cmd_transcribe(args)
     if args.command == "models":
@@ -287,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "token":
         return cmd_token(args)
     parser.print_help()
-    return 0
+    return 2
 
 
 if __name__ == "__main__":

@@ -142,3 +142,21 @@ def _codec_tag(stream: object) -> str:
 def _ffmpeg_reason(error: Exception) -> str:
     strerror = getattr(error, "strerror", None)
     return str(strerror or error).strip() or type(error).__name__
+
+
+def probe_duration(path: Path | str) -> float | None:
+    """Duration in seconds from the container header (no decoding); None when the file does not say."""
+    import av
+
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            if not container.streams.audio:
+                return None
+            stream = container.streams.audio[0]
+            if stream.duration is not None and stream.time_base is not None:
+                return float(stream.duration * stream.time_base)
+            if container.duration is not None:
+                return container.duration / 1_000_000  # AV_TIME_BASE
+    except (av.FFmpegError, OSError, ValueError):
+        return None
+    return None

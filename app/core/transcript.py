@@ -84,6 +84,15 @@ class Transcript:
             diarization = replace(diarization, turns=turns)
         return replace(self, segments=segments, speakers=speakers, diarization=diarization)
 
+    def with_segment_text(self, index: int, text: str) -> Transcript:
+        """The user corrected one segment. Its word timings described the old words, so they are dropped
+        (exports then cue the segment as a whole) unless the text is unchanged."""
+        segment = self.segments[index]
+        if text == segment.text:
+            return self
+        edited = replace(segment, text=text, words=())
+        return replace(self, segments=(*self.segments[:index], edited, *self.segments[index + 1 :]))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,

@@ -1,0 +1,516 @@
+"""The persistent job queue: SQLite (WAL) in the data directory, transcripts as JSON files beside it.
+
+Every process that works on the queue (the window, `scriba queue run`, a second terminal running
+`scriba queue list`) opens the same database. A job is claimed inside one ``BEGIN IMMEDIATE`` transaction,
+so two workers never run the same job. A job left "running" by a process that no longer exists (a crash,
+``kill -9``, a power cut) goes back to "queued" the next time any process opens the queue.
+
+A finished transcript is written to ``transcripts/<id>.json`` (temporary name, fsync, rename) *before*
+the job is marked done: after a crash the job is either done with a complete transcript, or still to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from app.core.audio import MEDIA_EXTENSIONS
+from app.core.export import FORMATS, write_atomic
+from app.core.transcript import Transcript
+
+SCHEMA_VERSION = 1
+DATABASE_NAME = "queue.sqlite3"
+
+# A worker on another machine (a data directory on a network share) cannot be checked by pid; its job is
+# considered abandoned once it has not reported for this long.
+STALE_AFTER_SECONDS = 120.0
+
+
+class JobState(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINISHED_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What to do with one file; stored as JSON with the job, so the queue survives option changes."""
+
+    model: str | None = None
+    language: str | None = None
+    diarize: bool = True
+    diarizer: str = "auto"
+    num_speakers: int | None = None
+    min_speakers: int | None = None
+    max_speakers: int | None = None
+    device: str = "auto"
+    compute_type: str = "auto"
+    batch_size: int = 0
+    formats: tuple[str, ...] = FORMATS
+    # Where finished transcripts are exported automatically; None keeps them only in the queue.
+    output_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["formats"] = list(self.formats)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobOptions:
+        known = {item.name for item in fields(cls)}
+        # Keys written by a newer Scriba are ignored rather than refused: an old version can still run the job.
+        values = {key: value for key, value in data.items() if key in known}
+        if "formats" in values:
+            values["formats"] = tuple(values["formats"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    source: Path
+    options: JobOptions
+    state: JobState
+    position: int
+    progress: float = 0.0
+    stage: str = ""
+    duration: float | None = None  # seconds of audio, once known
+    speed: float | None = None  # x real time of the running (or last) attempt
+    eta: float | None = None  # seconds left
+    error: str | None = None
+    note: str | None = None
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+    completions: int = 0
+    cancel_requested: bool = False
+    worker: str | None = None
+    transcript_path: Path | None = None
+    exported: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The shape of ``scriba queue list --json``."""
+        return {
+            "id": self.id,
+            "source": str(self.source),
+            "state": self.state.value,
+            "progress": round(self.progress, 4),
+            "stage": self.stage,
+            "duration": self.duration,
+            "speed": self.speed,
+            "eta": self.eta,
+            "error": self.error,
+            "note": self.note,
+            "attempts": self.attempts,
+            "completions": self.completions,
+            "transcript": str(self.transcript_path) if self.transcript_path else None,
+            "exported": list(self.exported),
+            "options": self.options.to_dict(),
+        }
+
+
+class JobNotFoundError(LookupError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"no job {job_id} in the queue (`scriba queue list` shows the ids)")
+        self.job_id = job_id
+
+
+class JobStateError(RuntimeError):
+    """An action that does not apply to the job's current state (retry a running job, …)."""
+
+
+_COLUMNS = (
+    "id, source, options, state, position, progress, stage, duration, speed, eta, error, note, created_at, "
+    "started_at, finished_at, attempts, completions, cancel_requested, worker, exported"
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    options TEXT NOT NULL,
+    state TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    progress REAL NOT NULL DEFAULT 0,
+    stage TEXT NOT NULL DEFAULT '',
+    duration REAL,
+    speed REAL,
+    eta REAL,
+    error TEXT,
+    note TEXT,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    heartbeat_at REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    completions INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    worker TEXT,
+    worker_host TEXT,
+    worker_pid INTEGER,
+    exported TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS jobs_state_position ON jobs (state, position);
+"""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def media_files(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; folders replaced by the media files inside them (recursively, sorted by path)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(
+                sorted(
+                    child
+                    for child in path.rglob("*")
+                    if child.is_file() and child.suffix.lower() in MEDIA_EXTENSIONS and not child.name.startswith(".")
+                )
+            )
+        else:
+            found.append(path)
+    return found
+
+
+class JobStore:
+    """The queue. Safe to share between threads of one process, and between processes."""
+
+    def __init__(self, directory: Path, *, recover: bool = True) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.transcripts_dir = self.directory / "transcripts"
+        self.transcripts_dir.mkdir(exist_ok=True)
+        self.path = self.directory / DATABASE_NAME
+        self._lock = threading.RLock()
+        # Autocommit mode; every multi-statement change takes the write lock with BEGIN IMMEDIATE.
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a job marked done survives a power cut (WAL + NORMAL could lose the last commit).
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._transaction():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} was written by a newer Scriba (queue schema {version}); update Scriba to open it"
+                )
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self.recovered: list[int] = self.recover_interrupted() if recover else []
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    # ----------------------------------------------------------------------------------------- reading
+
+    def _job(self, row: sqlite3.Row) -> Job:
+        transcript = self.transcript_file(row["id"])
+        state = JobState(row["state"])
+        return Job(
+            id=row["id"],
+            source=Path(row["source"]),
+            options=JobOptions.from_dict(json.loads(row["options"])),
+            state=state,
+            position=row["position"],
+            progress=row["progress"],
+            stage=row["stage"],
+            duration=row["duration"],
+            speed=row["speed"],
+            eta=row["eta"],
+            error=row["error"],
+            note=row["note"],
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            attempts=row["attempts"],
+            completions=row["completions"],
+            cancel_requested=bool(row["cancel_requested"]),
+            worker=row["worker"],
+            transcript_path=transcript if state is JobState.DONE else None,
+            exported=tuple(json.loads(row["exported"])),
+        )
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs ORDER BY position, id").fetchall()
+        return [self._job(row) for row in rows]
+
+    def get(self, job_id: int) -> Job:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        return self._job(row)
+
+    def find_by_source(self, source: Path) -> list[Job]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE source = ? ORDER BY id", (str(Path(source).absolute()),)
+            ).fetchall()
+        return [self._job(row) for row in rows]
+
+    def counts(self) -> dict[JobState, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        counts = dict.fromkeys(JobState, 0)
+        for state, count in rows:
+            counts[JobState(state)] = count
+        return counts
+
+    def cancel_requested(self, job_id: int) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return row is None or bool(row[0])  # a removed job counts as cancelled
+
+    def transcript_file(self, job_id: int) -> Path:
+        return self.transcripts_dir / f"{job_id}.json"
+
+    def load_transcript(self, job_id: int) -> Transcript:
+        path = self.transcript_file(job_id)
+        if not path.is_file():
+            job = self.get(job_id)
+            raise JobStateError(f"job {job_id} ({job.source.name}) has no transcript: it is {job.state.value}")
+        return Transcript.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    # ----------------------------------------------------------------------------------------- changing
+
+    def add(self, source: Path, options: JobOptions, duration: float | None = None) -> Job:
+        """Queue one file. The same file may be queued twice (other options, a second take); callers say so."""
+        now = time.time()
+        with self._transaction() as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
+            cursor = db.execute(
+                "INSERT INTO jobs (source, options, state, position, duration, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    str(Path(source).absolute()),
+                    json.dumps(options.to_dict()),
+                    JobState.QUEUED.value,
+                    last + 1,
+                    duration,
+                    now,
+                ),
+            )
+            job_id = cursor.lastrowid
+        assert job_id is not None
+        return self.get(job_id)
+
+    def claim_next(self, worker: str | None = None) -> Job | None:
+        """Atomically take the first queued job for this process; None when nothing is queued."""
+        worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        now = time.time()
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT id FROM jobs WHERE state = ? ORDER BY position, id LIMIT 1", (JobState.QUEUED.value,)
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE jobs SET state = ?, progress = 0, stage = '', speed = NULL, eta = NULL, error = NULL, "
+                "note = NULL, started_at = ?, finished_at = NULL, heartbeat_at = ?, attempts = attempts + 1, "
+                "cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ? WHERE id = ?",
+                (JobState.RUNNING.value, now, now, worker, socket.gethostname(), os.getpid(), row["id"]),
+            )
+        return self.get(row["id"])
+
+    def report_progress(
+        self,
+        job_id: int,
+        progress: float,
+        stage: str,
+        *,
+        duration: float | None = None,
+        speed: float | None = None,
+        eta: float | None = None,
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE jobs SET progress = ?, stage = ?, duration = COALESCE(?, duration), speed = ?, eta = ?, "
+                "heartbeat_at = ? WHERE id = ? AND state = ?",
+                (progress, stage, duration, speed, eta, time.time(), job_id, JobState.RUNNING.value),
+            )
+
+    def finish(self, job_id: int, transcript: Transcript, speed: float | None = None) -> Job:
+        """Store the transcript (complete file first), then mark the job done: exactly once per job."""
+        write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, progress = 1, stage = '', duration = ?, speed = ?, eta = 0, "
+                "error = NULL, finished_at = ?, completions = completions + 1, worker = NULL, worker_pid = NULL "
+                "WHERE id = ? AND state = ?",
+                (JobState.DONE.value, transcript.duration, speed, time.time(), job_id, JobState.RUNNING.value),
+            )
+        return self.get(job_id)
+
+    def fail(self, job_id: int, reason: str) -> Job:
+        return self._end(job_id, JobState.FAILED, reason)
+
+    def mark_cancelled(self, job_id: int) -> Job:
+        return self._end(job_id, JobState.CANCELLED, None)
+
+    def _end(self, job_id: int, state: JobState, reason: str | None) -> Job:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, error = ?, eta = NULL, finished_at = ?, worker = NULL, worker_pid = NULL "
+                "WHERE id = ? AND state = ?",
+                (state.value, reason, time.time(), job_id, JobState.RUNNING.value),
+            )
+        return self.get(job_id)
+
+    def requeue(self, job_id: int, note: str | None = None) -> Job:
+        """Give a running job back (the worker is stopping); it starts from the beginning next time."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, progress = 0, stage = '', eta = NULL, note = ?, worker = NULL, "
+                "worker_pid = NULL, cancel_requested = 0 WHERE id = ? AND state = ?",
+                (JobState.QUEUED.value, note, job_id, JobState.RUNNING.value),
+            )
+        return self.get(job_id)
+
+    def set_note(self, job_id: int, note: str | None) -> None:
+        with self._lock:
+            self._db.execute("UPDATE jobs SET note = ? WHERE id = ?", (note, job_id))
+
+    def set_exported(self, job_id: int, paths: list[Path]) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE jobs SET exported = ? WHERE id = ?", (json.dumps([str(path) for path in paths]), job_id)
+            )
+
+    def set_duration(self, job_id: int, duration: float | None) -> None:
+        with self._lock:
+            self._db.execute("UPDATE jobs SET duration = ? WHERE id = ?", (duration, job_id))
+
+    def cancel(self, job_id: int) -> Job:
+        """Queued: cancelled at once. Running: flagged; the worker stops it within a fraction of a second."""
+        with self._transaction() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFoundError(job_id)
+            state = JobState(row["state"])
+            if state is JobState.QUEUED:
+                db.execute(
+                    "UPDATE jobs SET state = ?, finished_at = ? WHERE id = ?",
+                    (JobState.CANCELLED.value, time.time(), job_id),
+                )
+            elif state is JobState.RUNNING:
+                db.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+            else:
+                raise JobStateError(f"job {job_id} is already {state.value}; nothing to cancel")
+        return self.get(job_id)
+
+    def retry(self, job_id: int) -> Job:
+        """Failed, cancelled or done: queue it again (at the end of the queue)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFoundError(job_id)
+            state = JobState(row["state"])
+            if state not in FINISHED_STATES:
+                raise JobStateError(f"job {job_id} is {state.value}; only a finished job can be retried")
+            (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
+            db.execute(
+                "UPDATE jobs SET state = ?, progress = 0, stage = '', error = NULL, note = NULL, eta = NULL, "
+                "finished_at = NULL, cancel_requested = 0, position = ? WHERE id = ?",
+                (JobState.QUEUED.value, last + 1, job_id),
+            )
+        return self.get(job_id)
+
+    def remove(self, job_id: int) -> None:
+        """Forget a job that is not running (cancel it first), and its stored transcript."""
+        with self._transaction() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFoundError(job_id)
+            if JobState(row["state"]) is JobState.RUNNING:
+                raise JobStateError(f"job {job_id} is running; cancel it before removing it")
+            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        self.transcript_file(job_id).unlink(missing_ok=True)
+
+    def move(self, job_id: int, offset: int) -> None:
+        """Move a job up (negative) or down (positive) in the queue order by swapping with its neighbours."""
+        with self._transaction() as db:
+            ids = [row[0] for row in db.execute("SELECT id FROM jobs ORDER BY position, id")]
+            if job_id not in ids:
+                raise JobNotFoundError(job_id)
+            index = ids.index(job_id)
+            target = max(0, min(len(ids) - 1, index + offset))
+            ids.insert(target, ids.pop(index))
+            db.executemany("UPDATE jobs SET position = ? WHERE id = ?", [(i + 1, job) for i, job in enumerate(ids)])
+
+    def save_transcript(self, job_id: int, transcript: Transcript) -> None:
+        """Keep the user's edits (segment text, speaker names); atomic like every other write."""
+        write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
+
+    def recover_interrupted(self) -> list[int]:
+        """Put back jobs whose worker is gone (crash, kill, power cut). Returns their ids."""
+        host = socket.gethostname()
+        now = time.time()
+        recovered = []
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT id, worker_host, worker_pid, heartbeat_at FROM jobs WHERE state = ?",
+                (JobState.RUNNING.value,),
+            ).fetchall()
+            for row in rows:
+                if row["worker_host"] == host and row["worker_pid"] is not None:
+                    gone = not _pid_alive(row["worker_pid"])
+                else:
+                    gone = now - (row["heartbeat_at"] or 0) > STALE_AFTER_SECONDS
+                if gone:
+                    db.execute(
+                        "UPDATE jobs SET state = ?, progress = 0, stage = '', eta = NULL, worker = NULL, "
+                        "worker_pid = NULL, cancel_requested = 0, note = ? WHERE id = ?",
+                        (
+                            JobState.QUEUED.value,
+                            "interrupted (the program running it stopped); queued again",
+                            row["id"],
+                        ),
+                    )
+                    recovered.append(row["id"])
+        return recovered

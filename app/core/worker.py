@@ -1,0 +1,446 @@
+"""Runs the queue: one job at a time, inference in a child process.
+
+Why a child process (and not a thread in the window's process):
+- cancel: faster-whisper and pyannote cannot be interrupted inside a native call (a batch of segments on a
+  slow CPU, a pyannote embedding pass). Killing the child cancels within the 2 seconds promised, always, and
+  the operating system (and the CUDA driver) take back every byte the model held;
+- crash isolation: a segfault in a native library, an abort in CUDA or the kernel's out-of-memory killer ends
+  the child only; the job is marked failed with the reason, and the next job starts a fresh child;
+- the window never imports torch, so it opens at once and its event loop never waits on the GIL held by
+  Python parts of inference.
+The child lives across jobs and keeps the model loaded while jobs use the same model; it is started with
+"spawn" (fork would copy Qt's and torch's threads in an undefined state).
+
+The same :class:`QueueWorker` runs under `scriba queue run` (main thread) and in the window (a Python
+thread started by the GUI bridge); it reports :class:`JobEvent` objects through a callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal
+
+from app.core.cancel import CancelToken
+from app.core.errors import CancelledError, ScribaError
+from app.core.jobs import Job, JobOptions, JobStore
+from app.core.pipeline import PipelineOptions, Progress
+from app.core.transcript import Transcript
+
+log = logging.getLogger(__name__)
+
+# How often the child sends progress (the parent turns each into a store update and a GUI event).
+PROGRESS_INTERVAL = 0.2
+# How often the parent checks for a cancel request while the child works.
+CANCEL_POLL_INTERVAL = 0.1
+# Nice value of the inference process: the window (and the rest of the desktop) stays responsive on a
+# machine whose every core is busy transcribing; it costs nothing when the machine is otherwise idle.
+INFERENCE_NICENESS = 5
+
+
+@dataclass(frozen=True)
+class EngineFailure:
+    """An error raised inside the child, sent to the parent as data (the exception class may not pickle)."""
+
+    error_type: str
+    message: str
+    details: str = ""
+
+
+class EngineJobError(ScribaError):
+    """The engine reported a failure for the job (bad file, missing model, …); ``str()`` is for the user."""
+
+    def __init__(self, failure: EngineFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class EngineCrashedError(ScribaError):
+    """The inference process died (native crash, out of memory) without reporting an error."""
+
+    def __init__(self, source: Path | str, exitcode: int | None) -> None:
+        self.exitcode = exitcode
+        if exitcode is not None and exitcode < 0:
+            name = signal.Signals(-exitcode).name
+            if -exitcode == signal.SIGKILL:
+                cause = (
+                    f"the transcription process was killed ({name}); the usual cause is the system running out "
+                    "of memory. Try a smaller model, or close other programs, then retry"
+                )
+            else:
+                cause = (
+                    f"the transcription process crashed ({name}) inside a native library. Retry; if it happens "
+                    "again, try another device or compute type in Settings"
+                )
+        else:
+            cause = f"the transcription process exited unexpectedly (exit code {exitcode}). Retry the job"
+        super().__init__(f"{source}: {cause}.")
+
+
+def _watch_parent(parent_pid: int) -> None:
+    # An orphaned inference process (the window or `queue run` was killed) must not go on using the machine.
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
+    """Body of the child process: receive (source, options), send progress and the result, repeat."""
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
+    if niceness:
+        with contextlib.suppress(OSError):
+            os.nice(niceness)
+    from app.core.pipeline import Engine
+
+    engine = Engine()
+    while True:
+        try:
+            request = connection.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        source, options = request
+        last_sent = 0.0
+
+        def progress(update: Progress) -> None:
+            nonlocal last_sent
+            now = time.monotonic()
+            if now - last_sent >= PROGRESS_INTERVAL or update.fraction >= 1.0:
+                last_sent = now
+                connection.send(("progress", update))
+
+        try:
+            transcript = engine.run(source, options, progress=progress, cancel=CancelToken())
+            connection.send(("done", transcript.to_dict()))
+        except ScribaError as error:
+            connection.send(("error", EngineFailure(type(error).__name__, str(error))))
+        except MemoryError:
+            connection.send(
+                (
+                    "error",
+                    EngineFailure(
+                        "MemoryError",
+                        f"{source}: not enough memory to transcribe this file. Try a smaller model, or close "
+                        "other programs, then retry.",
+                    ),
+                )
+            )
+        except Exception as error:  # anything else still ends as this job's failure, not the process's
+            connection.send(
+                (
+                    "error",
+                    EngineFailure(
+                        type(error).__name__,
+                        f"{source}: unexpected error in the engine ({type(error).__name__}: {error})",
+                        traceback.format_exc(),
+                    ),
+                )
+            )
+
+
+ChildMain = Callable[[Connection, int, int], None]
+
+
+class EngineProcess:
+    """The inference child process, started on first use and kept (with its loaded model) between jobs."""
+
+    def __init__(self, niceness: int = INFERENCE_NICENESS, child_main: ChildMain = engine_process_main) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._niceness = niceness
+        self._child_main = child_main
+        self._process: Any = None
+        self._connection: Connection | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
+
+    def _ensure_started(self) -> Connection:
+        if self._process is not None and self._process.is_alive() and self._connection is not None:
+            return self._connection
+        self._discard()
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=self._child_main,
+            args=(child_end, os.getpid(), self._niceness),
+            name="scriba-engine",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()
+        self._process, self._connection = process, parent_end
+        return parent_end
+
+    def run(
+        self,
+        source: Path | str,
+        options: PipelineOptions,
+        on_progress: Callable[[Progress], None],
+        should_cancel: Callable[[], bool],
+    ) -> Transcript:
+        """Run one job in the child. Raises CancelledError, EngineJobError or EngineCrashedError."""
+        with self._lock:
+            connection = self._ensure_started()
+            process = self._process
+            connection.send((str(source), options))
+        while True:
+            if should_cancel():
+                self.kill()
+                raise CancelledError()
+            try:
+                ready = connection.poll(CANCEL_POLL_INTERVAL)
+                message = connection.recv() if ready else None
+            except (EOFError, OSError):
+                process.join(2.0)
+                exitcode = process.exitcode
+                self._discard()
+                raise EngineCrashedError(source, exitcode) from None
+            if message is None:
+                if not process.is_alive():
+                    exitcode = process.exitcode
+                    self._discard()
+                    raise EngineCrashedError(source, exitcode)
+                continue
+            kind, payload = message
+            if kind == "progress":
+                on_progress(payload)
+            elif kind == "done":
+                return Transcript.from_dict(payload)
+            elif kind == "error":
+                raise EngineJobError(payload)
+
+    def kill(self) -> None:
+        """End the child now (cancel, quit): every byte of model memory goes back to the system."""
+        with self._lock:
+            process = self._process
+            if process is not None and process.is_alive():
+                process.terminate()
+                process.join(1.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join(1.0)
+            self._discard()
+
+    def close(self) -> None:
+        """Ask the child to exit after its current request; kill it if it does not within 2 seconds."""
+        with self._lock:
+            process, connection = self._process, self._connection
+            if process is not None and connection is not None and process.is_alive():
+                with contextlib.suppress(OSError):
+                    connection.send(None)
+                process.join(2.0)
+        self.kill()
+
+    def _discard(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._process, self._connection = None, None
+
+
+def pipeline_options(options: JobOptions, hf_token: str | None) -> PipelineOptions:
+    from app.core.diarize import DiarizerOptions, SpeakerHints
+    from app.core.transcribe import TranscriptionOptions, resolve_device
+
+    device = resolve_device(options.device)  # type: ignore[arg-type]
+    return PipelineOptions(
+        transcription=TranscriptionOptions(
+            model=options.model,
+            device=device,  # type: ignore[arg-type]
+            compute_type=options.compute_type,
+            language=options.language,
+            batch_size=max(0, options.batch_size),
+        ),
+        diarize=options.diarize,
+        diarizer=DiarizerOptions(
+            backend=options.diarizer,  # type: ignore[arg-type]
+            hints=SpeakerHints(options.num_speakers, options.min_speakers, options.max_speakers),
+            hf_token=hf_token if options.diarize and options.diarizer != "embedded" else None,
+            device=device,
+        ),
+    )
+
+
+EventKind = Literal["started", "progress", "done", "failed", "cancelled", "requeued", "idle"]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    kind: EventKind
+    job_id: int | None
+    source: Path | None = None
+    fraction: float = 0.0
+    stage: str = ""
+    duration: float | None = None
+    speed: float | None = None  # x real time
+    eta: float | None = None  # seconds
+    message: str | None = None  # failure reason, or a note (exports)
+
+
+def _unique_stem(directory: Path, stem: str, formats: tuple[str, ...], own: set[Path]) -> str:
+    candidate, number = stem, 2
+    while any(
+        (directory / f"{candidate}.{fmt}").exists() and directory / f"{candidate}.{fmt}" not in own for fmt in formats
+    ):
+        candidate, number = f"{stem}-{number}", number + 1
+    return candidate
+
+
+def default_token_provider() -> str | None:
+    from app.core.secrets import huggingface_token
+
+    return huggingface_token()[0]
+
+
+class QueueWorker:
+    """Takes queued jobs from the store one at a time and runs them in an :class:`EngineProcess`."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        engine: EngineProcess | None = None,
+        on_event: Callable[[JobEvent], None] | None = None,
+        token_provider: Callable[[], str | None] = default_token_provider,
+        store_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.engine = engine or EngineProcess()
+        self._on_event = on_event or (lambda event: None)
+        self._token_provider = token_provider
+        self._store_interval = store_interval
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.current_job_id: int | None = None
+
+    def wake(self) -> None:
+        """Jobs were added: look at the queue now instead of at the next poll."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """From any thread: the running job goes back to the queue (it starts again next time)."""
+        self._stop.set()
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self, until_empty: bool = False, idle_poll: float = 1.0) -> None:
+        """Run jobs until stopped (or, with ``until_empty``, until nothing is queued). Never raises for a job."""
+        announced_idle = False
+        try:
+            while not self._stop.is_set():
+                job = self.store.claim_next()
+                if job is None:
+                    if until_empty:
+                        break
+                    if not announced_idle:
+                        self._on_event(JobEvent("idle", None))
+                        announced_idle = True
+                    self._wake.wait(idle_poll)
+                    self._wake.clear()
+                    continue
+                announced_idle = False
+                self.run_job(job)
+        finally:
+            self.engine.close()
+            if until_empty or self._stop.is_set():
+                self._on_event(JobEvent("idle", None))
+
+    def run_job(self, job: Job) -> None:
+        self.current_job_id = job.id
+        started = time.monotonic()
+        last_stored = 0.0
+        duration = job.duration
+        self._on_event(JobEvent("started", job.id, job.source, duration=duration))
+
+        def on_progress(update: Progress) -> None:
+            nonlocal last_stored, duration
+            if update.audio_seconds:
+                duration = update.audio_seconds
+            elapsed = time.monotonic() - started
+            speed = eta = None
+            if duration and update.fraction > 0.02 and elapsed > 0:
+                speed = duration * update.fraction / elapsed
+                eta = elapsed * (1.0 - update.fraction) / update.fraction
+            now = time.monotonic()
+            if now - last_stored >= self._store_interval:
+                last_stored = now
+                self.store.report_progress(
+                    job.id, update.fraction, update.stage, duration=duration, speed=speed, eta=eta
+                )
+            self._on_event(
+                JobEvent("progress", job.id, job.source, update.fraction, update.stage, duration, speed, eta)
+            )
+
+        last_checked = 0.0
+        cancelled_by_user = False
+
+        def should_cancel() -> bool:
+            nonlocal last_checked, cancelled_by_user
+            if self._stop.is_set():
+                return True
+            now = time.monotonic()
+            if now - last_checked >= 0.25:  # the flag lives in the database: a cancel from any process counts
+                last_checked = now
+                cancelled_by_user = self.store.cancel_requested(job.id)
+            return cancelled_by_user
+
+        try:
+            options = pipeline_options(job.options, self._token_provider())
+            transcript = self.engine.run(job.source, options, on_progress, should_cancel)
+        except CancelledError:
+            if cancelled_by_user:
+                self.store.mark_cancelled(job.id)
+                self._on_event(JobEvent("cancelled", job.id, job.source))
+            else:
+                self.store.requeue(job.id, "stopped before it finished; queued again")
+                self._on_event(JobEvent("requeued", job.id, job.source))
+            return
+        except ScribaError as error:
+            self.store.fail(job.id, str(error))
+            self._on_event(JobEvent("failed", job.id, job.source, message=str(error)))
+            return
+        except Exception as error:  # a bug on our side fails this job, never the worker
+            log.exception("job %s failed unexpectedly", job.id)
+            reason = f"{job.source}: unexpected error ({type(error).__name__}: {error})"
+            self.store.fail(job.id, reason)
+            self._on_event(JobEvent("failed", job.id, job.source, message=reason))
+            return
+        finally:
+            self.current_job_id = None
+        elapsed = time.monotonic() - started
+        speed = transcript.duration / elapsed if elapsed > 0 else None
+        self.store.finish(job.id, transcript, speed)
+        note = self._export(job, transcript)
+        self._on_event(JobEvent("done", job.id, job.source, 1.0, "", transcript.duration, speed, 0.0, message=note))
+
+    def _export(self, job: Job, transcript: Transcript) -> str | None:
+        if not job.options.output_dir:
+            return None
+        from app.core.export import export
+
+        directory = Path(job.options.output_dir).expanduser()
+        own = set(map(Path, job.exported))
+        try:
+            stem = _unique_stem(directory, job.source.stem, job.options.formats, own)
+            written = export(transcript, directory, stem, job.options.formats)
+        except (OSError, ValueError) as error:
+            note = f"transcribed, but the exports could not be written to {directory}: {error}"
+            self.store.set_note(job.id, note)
+            return note
+        self.store.set_exported(job.id, written)
+        return f"exported {', '.join(path.name for path in written)} to {directory}"

@@ -1,0 +1,58 @@
+"""The queue worker in a background thread, its events delivered to the Qt main thread as signals."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, Signal
+
+from app.core.jobs import JobStore
+from app.core.worker import EngineProcess, JobEvent, QueueWorker
+
+
+class WorkerBridge(QObject):
+    """Owns a :class:`QueueWorker` running in a Python thread; the main thread only receives signals.
+
+    The worker thread itself does little (it waits on the inference process's pipe and writes progress to
+    SQLite); inference runs in a child process, so the event loop never waits on it.
+    """
+
+    event = Signal(object)  # JobEvent, queued to the main thread (the emitter lives in another thread)
+    stopped = Signal()
+
+    def __init__(self, store: JobStore, engine: EngineProcess | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker = QueueWorker(store, engine=engine, on_event=self.event.emit)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._run, name="scriba-queue-worker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.worker.run(until_empty=False)
+        finally:
+            self.stopped.emit()
+
+    def wake(self) -> None:
+        self.worker.wake()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the worker; a running job goes back to the queue. Waits for the thread to end."""
+        self.worker.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self.worker.engine.pid
+
+
+__all__ = ["JobEvent", "WorkerBridge"]

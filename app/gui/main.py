@@ -1,0 +1,105 @@
+"""Start the window: a Qt application, the crash dialog, then the main window on the user's queue."""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import sys
+import threading
+import traceback
+from pathlib import Path
+from types import TracebackType
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app import __version__
+from app.core.jobs import JobStore
+from app.core.paths import config_dir
+from app.core.settings import SettingsStore
+from app.resources import icon_path
+
+log = logging.getLogger(__name__)
+
+
+class CrashReporter(QObject):
+    """Shows an unexpected exception in a dialog (and writes it to crash.log) instead of exiting silently.
+
+    Exceptions from other threads arrive through a queued signal, so the dialog is always built on the
+    main thread.
+    """
+
+    crashed = Signal(str)
+
+    def __init__(self, log_path: Path) -> None:
+        super().__init__()
+        self.log_path = log_path
+        self.reports: list[str] = []
+        self.crashed.connect(self._show, Qt.ConnectionType.QueuedConnection)
+
+    def install(self) -> None:
+        sys.excepthook = self._excepthook
+        threading.excepthook = self._thread_excepthook
+
+    def _excepthook(self, kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+        text = "".join(traceback.format_exception(kind, value, trace))
+        self._record(text)
+        self.crashed.emit(text)
+
+    def _thread_excepthook(self, args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None:
+            return
+        self._excepthook(args.exc_type, args.exc_value, args.exc_traceback)
+
+    def _record(self, text: str) -> None:
+        log.error("unexpected error:\n%s", text)
+        self.reports.append(text)
+        try:
+            with self.log_path.open("a", encoding="utf-8") as stream:
+                stream.write(f"--- Scriba {__version__}\n{text}\n")
+        except OSError:
+            pass
+
+    def _show(self, text: str) -> None:
+        box = QMessageBox(QMessageBox.Icon.Critical, "Scriba: unexpected error", "Something went wrong inside Scriba.")
+        box.setInformativeText(
+            f"Your queue and transcripts are safe. The details were written to {self.log_path}; "
+            "please include them in a bug report."
+        )
+        box.setDetailedText(text)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()  # not exec(): the window goes on working behind the dialog
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        app = QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("Scriba")
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName("scriba")
+    app.setWindowIcon(QIcon(str(icon_path())))
+    return app
+
+
+def run_gui(data_dir: Path) -> int:
+    app = create_application()
+    try:
+        store = JobStore(data_dir)
+    except Exception as error:
+        QMessageBox.critical(None, "Scriba cannot open its queue", f"{data_dir}: {error}")
+        return 1
+    crash_log = data_dir / "crash.log"
+    reporter = CrashReporter(crash_log)
+    reporter.install()
+    fault_stream = (data_dir / "fault.log").open("a", encoding="utf-8")
+    faulthandler.enable(fault_stream)  # a native crash of the window itself still leaves a trace
+
+    from app.gui.window import MainWindow
+
+    window = MainWindow(store, SettingsStore(config_dir()))
+    window.show()
+    code = app.exec()
+    store.close()
+    return int(code)

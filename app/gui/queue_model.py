@@ -1,0 +1,140 @@
+"""The queue as a table model, and a delegate that draws the progress column as a progress bar."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
+
+from app.core.jobs import Job, JobState
+from app.core.worker import JobEvent
+
+COLUMNS = ("File", "Duration", "State", "Progress", "Speed", "ETA")
+PROGRESS_COLUMN = COLUMNS.index("Progress")
+
+_STATE_COLOURS = {
+    JobState.DONE: QColor("#2e7d32"),
+    JobState.FAILED: QColor("#c62828"),
+    JobState.CANCELLED: QColor("#757575"),
+    JobState.RUNNING: QColor("#1565c0"),
+}
+
+AnyIndex = QModelIndex | QPersistentModelIndex
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+class QueueModel(QAbstractTableModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: list[Job] = []
+
+    def rowCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's names)
+        return 0 if parent.isValid() else len(self.jobs)
+
+    def columnCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: AnyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        job = self.jobs[index.row()]
+        column = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if column == 0:
+                return job.source.name
+            if column == 1:
+                return format_duration(job.duration)
+            if column == 2:
+                return job.state.value + (
+                    " (cancelling)" if job.cancel_requested and job.state is JobState.RUNNING else ""
+                )
+            if column == PROGRESS_COLUMN:
+                return f"{job.progress:.0%}"
+            if column == 4:
+                return f"{job.speed:.1f}x" if job.speed else ""
+            if column == 5:
+                return format_duration(job.eta) if job.state is JobState.RUNNING and job.eta is not None else ""
+        if role == Qt.ItemDataRole.UserRole:
+            return job.progress if column == PROGRESS_COLUMN else job.id
+        if role == Qt.ItemDataRole.ToolTipRole:
+            lines = [str(job.source), f"job {job.id}: {job.state.value}"]
+            if job.error:
+                lines.append(job.error)
+            if job.note:
+                lines.append(job.note)
+            return "\n".join(lines)
+        if role == Qt.ItemDataRole.ForegroundRole and column == 2:
+            return _STATE_COLOURS.get(job.state)
+        return None
+
+    def row_of(self, job_id: int) -> int | None:
+        for row, job in enumerate(self.jobs):
+            if job.id == job_id:
+                return row
+        return None
+
+    def job_at(self, row: int) -> Job | None:
+        return self.jobs[row] if 0 <= row < len(self.jobs) else None
+
+    def set_jobs(self, jobs: list[Job]) -> None:
+        """Replace the contents; rows that kept their job are updated in place (selection survives)."""
+        if [job.id for job in jobs] == [job.id for job in self.jobs]:
+            changed = [row for row, (old, new) in enumerate(zip(self.jobs, jobs, strict=True)) if old != new]
+            self.jobs = jobs
+            for row in changed:
+                self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+            return
+        self.beginResetModel()
+        self.jobs = jobs
+        self.endResetModel()
+
+    def apply_progress(self, event: JobEvent) -> None:
+        """A progress event changes one row in memory; the store is read again only when a job ends."""
+        if event.job_id is None:
+            return
+        row = self.row_of(event.job_id)
+        if row is None:
+            return
+        job = self.jobs[row]
+        self.jobs[row] = replace(
+            job,
+            state=JobState.RUNNING,
+            progress=event.fraction,
+            stage=event.stage,
+            duration=event.duration if event.duration else job.duration,
+            speed=event.speed,
+            eta=event.eta,
+        )
+        self.dataChanged.emit(self.index(row, 1), self.index(row, len(COLUMNS) - 1))
+
+
+class ProgressDelegate(QStyledItemDelegate):
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
+        if index.column() != PROGRESS_COLUMN:
+            super().paint(painter, option, index)
+            return
+        bar = QStyleOptionProgressBar()
+        bar.rect = option.rect.adjusted(2, 3, -2, -3)  # type: ignore[attr-defined]
+        bar.minimum = 0
+        bar.maximum = 1000
+        bar.progress = int(1000 * float(index.data(Qt.ItemDataRole.UserRole) or 0.0))
+        bar.text = str(index.data(Qt.ItemDataRole.DisplayRole))
+        bar.textVisible = True
+        bar.state = option.state  # type: ignore[attr-defined]
+        style = option.widget.style() if option.widget else QApplication.style()  # type: ignore[attr-defined]
+        style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter)

@@ -1,0 +1,152 @@
+"""Settings: model, device, language, speakers, output, and the Hugging Face token (kept in the keyring)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.export import FORMATS
+from app.core.models import CATALOG
+from app.core.settings import Settings
+
+AUTOMATIC = "Automatic"
+TOKEN_HELP = (
+    "Speaker labels work without it (Scriba's built-in diarizer). With a free Hugging Face token, Scriba uses "
+    "pyannote's community-1 pipeline, which separates voices better in long meetings and crosstalk. Create a "
+    "read token at huggingface.co/settings/tokens and accept the model's conditions there. The token is kept "
+    "in your system keyring, never in a settings file, and is not shown here again."
+)
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, token_stored: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Scriba settings")
+        self._settings = settings
+        self.token_cleared = False
+
+        self.model = QComboBox()
+        self.model.setEditable(True)  # a CTranslate2 folder path is accepted too
+        self.model.addItem(AUTOMATIC)
+        self.model.addItems(list(CATALOG))
+        self.model.setCurrentText(settings.model or AUTOMATIC)
+        self.device = QComboBox()
+        self.device.addItems(["auto", "cpu", "cuda"])
+        self.device.setCurrentText(settings.device)
+        self.compute_type = QComboBox()
+        self.compute_type.addItems(["auto", "int8", "int8_float16", "float16", "int8_float32", "float32"])
+        self.compute_type.setCurrentText(settings.compute_type)
+        self.language = QLineEdit(settings.language or "")
+        self.language.setPlaceholderText("detect (or a code: en, de, fr …)")
+        self.diarize = QCheckBox("Label who speaks (diarization)")
+        self.diarize.setChecked(settings.diarize)
+        self.diarizer = QComboBox()
+        self.diarizer.addItems(["auto", "pyannote", "embedded"])
+        self.diarizer.setCurrentText(settings.diarizer)
+        self.num_speakers = self._speaker_box(settings.num_speakers, "exactly")
+        self.min_speakers = self._speaker_box(settings.min_speakers, "at least")
+        self.max_speakers = self._speaker_box(settings.max_speakers, "at most")
+        speakers = QHBoxLayout()
+        for label, box in (("exactly", self.num_speakers), ("min", self.min_speakers), ("max", self.max_speakers)):
+            speakers.addWidget(QLabel(label))
+            speakers.addWidget(box)
+        self.output_dir = QLineEdit(settings.output_dir or "")
+        self.output_dir.setPlaceholderText("none: export on request only")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        output = QHBoxLayout()
+        output.addWidget(self.output_dir)
+        output.addWidget(browse)
+        self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
+        format_row = QHBoxLayout()
+        for fmt, box in self.formats.items():
+            box.setChecked(fmt in settings.formats)
+            format_row.addWidget(box)
+
+        self.token = QLineEdit()
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token.setPlaceholderText(
+            "a token is stored (hidden); type a new one to replace it" if token_stored else "hf_…"
+        )
+        clear = QPushButton("Forget token")
+        clear.setEnabled(token_stored)
+        clear.clicked.connect(self._clear_token)
+        self._clear_button = clear
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.token)
+        token_row.addWidget(clear)
+        help_text = QLabel(TOKEN_HELP)
+        help_text.setWordWrap(True)
+
+        form = QFormLayout()
+        form.addRow("Model", self.model)
+        form.addRow("Device", self.device)
+        form.addRow("Compute type", self.compute_type)
+        form.addRow("Language", self.language)
+        form.addRow("", self.diarize)
+        form.addRow("Diarizer", self.diarizer)
+        form.addRow("Speakers (0: detect)", speakers)
+        form.addRow("Export finished jobs to", output)
+        form.addRow("Export formats", format_row)
+        form.addRow("Hugging Face token", token_row)
+        form.addRow("", help_text)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    @staticmethod
+    def _speaker_box(value: int | None, what: str) -> QSpinBox:
+        box = QSpinBox()
+        box.setRange(0, 32)
+        box.setSpecialValueText("auto")
+        box.setToolTip(f"{what} this many speakers (auto: let the diarizer decide)")
+        box.setValue(value or 0)
+        return box
+
+    def _browse(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export finished transcripts to", self.output_dir.text())
+        if folder:
+            self.output_dir.setText(folder)
+
+    def _clear_token(self) -> None:
+        self.token_cleared = True
+        self.token.clear()
+        self.token.setPlaceholderText("the token will be removed when you press OK")
+        self._clear_button.setEnabled(False)
+
+    def new_token(self) -> str | None:
+        """The token typed in this dialog (None: keep what is stored)."""
+        return self.token.text().strip() or None
+
+    def result_settings(self) -> Settings:
+        model = self.model.currentText().strip()
+        formats = tuple(fmt for fmt, box in self.formats.items() if box.isChecked()) or self._settings.formats
+        return self._settings.with_changes(
+            model=None if model in ("", AUTOMATIC) else model,
+            device=self.device.currentText(),
+            compute_type=self.compute_type.currentText(),
+            language=self.language.text().strip() or None,
+            diarize=self.diarize.isChecked(),
+            diarizer=self.diarizer.currentText(),
+            num_speakers=self.num_speakers.value() or None,
+            min_speakers=self.min_speakers.value() or None,
+            max_speakers=self.max_speakers.value() or None,
+            output_dir=self.output_dir.text().strip() or None,
+            formats=formats,
+        )

@@ -1,0 +1,531 @@
+"""The main window: drop zone and queue on the left, the selected job's transcript on the right."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QModelIndex, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QSystemTrayIcon,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import __version__
+from app.core.audio import MEDIA_EXTENSIONS
+from app.core.export import FORMATS, export
+from app.core.jobs import Job, JobNotFoundError, JobState, JobStateError, JobStore, media_files
+from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
+from app.core.settings import Settings, SettingsStore
+from app.core.transcript import Transcript
+from app.core.worker import EngineProcess, JobEvent
+from app.gui.bridge import WorkerBridge
+from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
+from app.gui.transcript_view import TranscriptView
+from app.resources import icon_path
+
+log = logging.getLogger(__name__)
+
+
+def _encode(data: QByteArray) -> str:
+    return base64.b64encode(bytes(data.data())).decode("ascii")
+
+
+def _decode(text: str | None) -> QByteArray | None:
+    if not text:
+        return None
+    try:
+        return QByteArray(base64.b64decode(text))
+    except ValueError:
+        return None
+
+
+class DropZone(QLabel):
+    """Accepts files and folders dragged from a file manager."""
+
+    paths_dropped = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("dropZone")
+        self.setAcceptDrops(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setWordWrap(True)
+        self.setMinimumHeight(70)
+        self.setText("Drop audio or video files (or folders) here")
+        self.setStyleSheet(
+            "#dropZone { border: 2px dashed #90a4ae; border-radius: 8px; color: #546e7a; padding: 8px; }"
+        )
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [Path(url.toLocalFile()) for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.paths_dropped.emit(paths)
+
+
+class MainWindow(QMainWindow):
+    durations_probed = Signal()
+
+    def __init__(
+        self,
+        store: JobStore,
+        settings_store: SettingsStore,
+        engine: EngineProcess | None = None,
+        start_worker: bool = True,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.settings_store = settings_store
+        self.settings: Settings = settings_store.load()
+        self.notifications: list[tuple[str, str]] = []
+        self._batch_results: dict[str, int] = {}
+        self.setWindowTitle("Scriba")
+        self.setWindowIcon(QIcon(str(icon_path())))
+        self.setAcceptDrops(True)
+
+        self.model = QueueModel()
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setItemDelegate(ProgressDelegate(self.table))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(COLUMNS)):
+            self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._context_menu)
+        self.table.selectionModel().currentRowChanged.connect(self._selection_changed)
+
+        self.drop_zone = DropZone()
+        self.drop_zone.paths_dropped.connect(self.add_paths)
+        add_button = QPushButton("Add files…")
+        add_button.clicked.connect(self.choose_files)
+        folder_button = QPushButton("Add folder…")
+        folder_button.clicked.connect(self.choose_folder)
+        self.export_button = QPushButton("Export…")
+        self.export_button.clicked.connect(self.choose_export)
+        settings_button = QPushButton("Settings…")
+        settings_button.clicked.connect(self.open_settings)
+        buttons = QHBoxLayout()
+        for button in (add_button, folder_button, self.export_button, settings_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.addWidget(self.drop_zone)
+        left_layout.addLayout(buttons)
+        left_layout.addWidget(self.table)
+        self.transcript_view = TranscriptView()
+        self.transcript_view.transcript_edited.connect(self._transcript_edited)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.transcript_view)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 3)
+        self.setCentralWidget(self.splitter)
+        self.worker_label = QLabel("")
+        self.statusBar().addPermanentWidget(self.worker_label)
+
+        self._build_menus()
+        self.durations_probed.connect(self.refresh)
+        self.bridge = WorkerBridge(store, engine=engine, parent=self)
+        self.bridge.event.connect(self._on_worker_event)
+        # Jobs changed by another process (`scriba queue add` in a terminal) appear within two seconds.
+        self._poll = QTimer(self)
+        self._poll.setInterval(2000)
+        self._poll.timeout.connect(self.refresh)
+        self._poll.start()
+        self._restore_state()
+        self.refresh()
+        if store.recovered:
+            self.statusBar().showMessage(
+                f"{len(store.recovered)} interrupted job(s) were queued again: they start from the beginning", 10000
+            )
+        else:
+            self.statusBar().showMessage("Ready. Drop files to transcribe them.", 5000)
+        if start_worker:
+            self.bridge.start()
+
+    # ------------------------------------------------------------------------------------------- menus
+
+    def _action(self, text: str, shortcut: str | QKeySequence.StandardKey | None, slot: object) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work wherever the focus is in the window
+        return action
+
+    def _build_menus(self) -> None:
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        file_menu.addAction(self._action("Add files…", QKeySequence.StandardKey.Open, self.choose_files))
+        file_menu.addAction(self._action("Add folder…", "Ctrl+Shift+O", self.choose_folder))
+        export_menu = file_menu.addMenu("Export as")
+        for fmt in FORMATS:
+            export_menu.addAction(
+                self._action(fmt.upper() + "…", None, lambda _=False, f=fmt: self.choose_export((f,)))
+            )
+        file_menu.addAction(self._action("Export…", "Ctrl+E", self.choose_export))
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("Settings…", "Ctrl+,", self.open_settings))
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("Quit", QKeySequence.StandardKey.Quit, self.close))
+
+        self.job_actions = {
+            "cancel": self._action("Cancel job", "Ctrl+.", lambda: self._on_selected(self.cancel_job)),
+            "retry": self._action("Retry job", "Ctrl+R", lambda: self._on_selected(self.retry_job)),
+            "remove": self._action(
+                "Remove job", QKeySequence.StandardKey.Delete, lambda: self._on_selected(self.remove_job)
+            ),
+            "up": self._action("Move up", "Alt+Up", lambda: self._on_selected(lambda i: self.move_job(i, -1))),
+            "down": self._action("Move down", "Alt+Down", lambda: self._on_selected(lambda i: self.move_job(i, 1))),
+        }
+        queue_menu = menu.addMenu("&Queue")
+        for action in self.job_actions.values():
+            queue_menu.addAction(action)
+        edit_menu = menu.addMenu("&Edit")
+        edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
+        help_menu = menu.addMenu("&Help")
+        help_menu.addAction(self._action("About Scriba", None, self._about))
+
+    def _context_menu(self, point: QPoint) -> None:
+        index = self.table.indexAt(point)
+        if not index.isValid():
+            return
+        self.table.selectRow(index.row())
+        job = self.model.job_at(index.row())
+        if job is None:
+            return
+        menu = QMenu(self)
+        self.job_actions["cancel"].setEnabled(job.state in (JobState.QUEUED, JobState.RUNNING))
+        self.job_actions["retry"].setEnabled(job.state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED))
+        self.job_actions["remove"].setEnabled(job.state is not JobState.RUNNING)
+        for action in self.job_actions.values():
+            menu.addAction(action)
+        menu.popup(self.table.viewport().mapToGlobal(point))
+
+    def _focus_search(self) -> None:
+        self.transcript_view.search.setFocus()
+        self.transcript_view.search.selectAll()
+
+    def _about(self) -> None:
+        QMessageBox.about(self, "About Scriba", f"Scriba {__version__}\nTranscribe and diarize, locally.")
+
+    # ------------------------------------------------------------------------------------------- queue
+
+    def refresh(self) -> None:
+        selected = self.selected_job_id()
+        jobs = self.store.jobs()
+        self.model.set_jobs(jobs)
+        if selected is not None:
+            self.select_job(selected)
+        counts = self.store.counts()
+        self.worker_label.setText(
+            f"{counts[JobState.QUEUED]} queued · {counts[JobState.RUNNING]} running · {counts[JobState.DONE]} done"
+            + (f" · {counts[JobState.FAILED]} failed" if counts[JobState.FAILED] else "")
+        )
+
+    def add_paths(self, paths: Iterable[Path]) -> list[Job]:
+        files = media_files([Path(path) for path in paths])
+        if not files:
+            self.statusBar().showMessage("Nothing to add: no audio or video files there.", 8000)
+            return []
+        options = self.settings.job_options()
+        jobs, repeated = [], []
+        for path in files:
+            if self.store.find_by_source(path):
+                repeated.append(path.name)
+            jobs.append(self.store.add(path, options))
+        message = f"Added {len(jobs)} file(s) to the queue."
+        if repeated:
+            message += f" Already in the queue, added again: {', '.join(repeated[:3])}" + (
+                "…" if len(repeated) > 3 else ""
+            )
+        self.statusBar().showMessage(message, 8000)
+        self.refresh()
+        self.bridge.wake()
+        threading.Thread(target=self._probe_durations, args=([job.id for job in jobs],), daemon=True).start()
+        return jobs
+
+    def _probe_durations(self, job_ids: list[int]) -> None:
+        # Reading container headers is quick, but a folder of hundreds of files is not: off the main thread.
+        from app.core.audio import probe_duration
+
+        for job_id in job_ids:
+            try:
+                job = self.store.get(job_id)
+            except JobNotFoundError:
+                continue
+            if job.duration is None:
+                self.store.set_duration(job_id, probe_duration(job.source))
+        self.durations_probed.emit()
+
+    def choose_files(self) -> None:
+        patterns = " ".join(f"*{ext}" for ext in sorted(MEDIA_EXTENSIONS))
+        files, _ = QFileDialog.getOpenFileNames(
+            self, "Add audio or video", self.settings.last_folder or "", f"Audio and video ({patterns});;All files (*)"
+        )
+        if files:
+            self._remember_folder(Path(files[0]).parent)
+            self.add_paths([Path(file) for file in files])
+
+    def choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self, "Add every audio or video file in", self.settings.last_folder or ""
+        )
+        if folder:
+            self._remember_folder(Path(folder))
+            self.add_paths([Path(folder)])
+
+    def _remember_folder(self, folder: Path) -> None:
+        self.settings = self.settings.with_changes(last_folder=str(folder))
+
+    def selected_job_id(self) -> int | None:
+        index = self.table.selectionModel().currentIndex()
+        if not index.isValid():
+            return None
+        job = self.model.job_at(index.row())
+        return job.id if job else None
+
+    def select_job(self, job_id: int) -> None:
+        row = self.model.row_of(job_id)
+        if row is not None and self.table.selectionModel().currentIndex().row() != row:
+            self.table.selectRow(row)
+
+    def _on_selected(self, action: object) -> None:
+        job_id = self.selected_job_id()
+        if job_id is not None:
+            action(job_id)  # type: ignore[operator]
+
+    def _guard(self, what: str, job_id: int, action: object) -> bool:
+        try:
+            action()  # type: ignore[operator]
+        except (JobNotFoundError, JobStateError) as error:
+            self.statusBar().showMessage(f"Cannot {what}: {error}", 8000)
+            return False
+        self.refresh()
+        return True
+
+    def cancel_job(self, job_id: int) -> None:
+        if self._guard("cancel", job_id, lambda: self.store.cancel(job_id)):
+            self.statusBar().showMessage(f"Cancelling job {job_id}…", 4000)
+
+    def retry_job(self, job_id: int) -> None:
+        if self._guard("retry", job_id, lambda: self.store.retry(job_id)):
+            self.bridge.wake()
+
+    def remove_job(self, job_id: int) -> None:
+        if self.transcript_view.job_id == job_id:
+            self.transcript_view.clear()
+        self._guard("remove", job_id, lambda: self.store.remove(job_id))
+
+    def move_job(self, job_id: int, offset: int) -> None:
+        self._guard("move", job_id, lambda: self.store.move(job_id, offset))
+        self.select_job(job_id)
+
+    # ------------------------------------------------------------------------------------------- worker
+
+    def _on_worker_event(self, event: JobEvent) -> None:
+        if event.kind == "progress":
+            self.model.apply_progress(event)
+            return
+        if event.kind == "idle":
+            self._batch_finished()
+            self.refresh()
+            return
+        if event.kind in ("done", "failed", "cancelled"):
+            self._batch_results[event.kind] = self._batch_results.get(event.kind, 0) + 1
+        name = event.source.name if event.source else ""
+        if event.kind == "failed":
+            self.statusBar().showMessage(f"Failed: {event.message}", 15000)
+        elif event.kind == "done":
+            self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 8000)
+        elif event.kind == "started":
+            self.statusBar().showMessage(f"Transcribing {name}…", 4000)
+        self.refresh()
+        if event.kind == "done" and event.job_id == self.selected_job_id():
+            self._show_job(event.job_id)
+
+    def _batch_finished(self) -> None:
+        if not self._batch_results:
+            return
+        done = self._batch_results.get("done", 0)
+        failed = self._batch_results.get("failed", 0)
+        cancelled = self._batch_results.get("cancelled", 0)
+        self._batch_results = {}
+        parts = (
+            [f"{done} done"]
+            + ([f"{failed} failed"] if failed else [])
+            + ([f"{cancelled} cancelled"] if cancelled else [])
+        )
+        self.notify("Scriba: queue finished", ", ".join(parts))
+
+    def notify(self, title: str, body: str) -> None:
+        """A desktop notification (tray balloon, else notify-send), and always the status bar."""
+        self.notifications.append((title, body))
+        self.statusBar().showMessage(f"{title}: {body}", 15000)
+        if self.isActiveWindow():
+            return  # the user is looking at the window already
+        if QSystemTrayIcon.isSystemTrayAvailable():
+            tray = getattr(self, "_tray", None)
+            if tray is None:
+                tray = self._tray = QSystemTrayIcon(self.windowIcon(), self)
+                tray.show()
+            tray.showMessage(title, body, QSystemTrayIcon.MessageIcon.Information, 8000)
+        elif shutil.which("notify-send"):
+            subprocess.Popen(
+                ["notify-send", "--app-name=Scriba", title, body],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+    # ------------------------------------------------------------------------------------------- transcript
+
+    def _selection_changed(self, current: QModelIndex, previous: QModelIndex) -> None:
+        job = self.model.job_at(current.row()) if current.isValid() else None
+        if job is None:
+            self.transcript_view.clear()
+            return
+        if job.id == self.transcript_view.job_id:
+            return
+        self._show_job(job.id)
+
+    def _show_job(self, job_id: int) -> None:
+        try:
+            job = self.store.get(job_id)
+        except JobNotFoundError:
+            self.transcript_view.clear()
+            return
+        if job.state is not JobState.DONE:
+            reason = f"\n{job.error}" if job.error else ""
+            self.transcript_view.clear(f"{job.source.name}: {job.state.value}.{reason}")
+            return
+        try:
+            transcript = self.store.load_transcript(job_id)
+        except (OSError, ValueError, JobStateError) as error:
+            self.transcript_view.clear(f"{job.source.name}: the stored transcript cannot be read ({error}).")
+            return
+        self.transcript_view.show_transcript(job_id, transcript, job.source if job.source.exists() else None)
+
+    def _transcript_edited(self, transcript: Transcript) -> None:
+        job_id = self.transcript_view.job_id
+        if job_id is None:
+            return
+        try:
+            self.store.save_transcript(job_id, transcript)
+        except OSError as error:
+            QMessageBox.warning(self, "Scriba", f"Your edit could not be saved: {error}")
+            return
+        self.statusBar().showMessage("Saved.", 2000)
+
+    def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> list[Path]:
+        job = self.store.get(job_id)
+        transcript = self.store.load_transcript(job_id)
+        return export(transcript, directory, job.source.stem, tuple(formats))
+
+    def choose_export(self, formats: tuple[str, ...] | None = None) -> None:
+        job_id = self.selected_job_id()
+        if job_id is None or self.store.get(job_id).state is not JobState.DONE:
+            self.statusBar().showMessage("Select a finished job to export.", 5000)
+            return
+        chosen = formats if isinstance(formats, tuple) else self.settings.formats
+        folder = QFileDialog.getExistingDirectory(
+            self, f"Export {', '.join(chosen)} to", self.settings.output_dir or self.settings.last_folder or ""
+        )
+        if not folder:
+            return
+        try:
+            written = self.export_job(job_id, Path(folder), chosen)
+        except (OSError, ValueError, JobStateError) as error:
+            QMessageBox.warning(self, "Export failed", f"Could not export to {folder}: {error}")
+            return
+        self.statusBar().showMessage(f"Exported {', '.join(path.name for path in written)} to {folder}", 8000)
+
+    # ------------------------------------------------------------------------------------------- settings
+
+    def open_settings(self) -> None:
+        from app.gui.settings_dialog import SettingsDialog
+
+        dialog = SettingsDialog(self.settings, self._token_stored(), self)
+        if dialog.exec():
+            self.apply_settings(dialog.result_settings(), dialog.new_token(), dialog.token_cleared)
+
+    @staticmethod
+    def _token_stored() -> bool:
+        try:
+            return bool(get_secret(HF_TOKEN_KEY))
+        except Exception:  # no keyring backend: the field still works once one exists
+            return False
+
+    def apply_settings(self, settings: Settings, token: str | None = None, clear_token: bool = False) -> None:
+        """New settings apply to jobs added from now on; queued jobs keep the options they were added with."""
+        self.settings = settings
+        self.settings_store.save(self._with_window_state(settings))
+        try:
+            if token:
+                set_secret(HF_TOKEN_KEY, token)
+            elif clear_token:
+                set_secret(HF_TOKEN_KEY, None)
+        except Exception as error:
+            QMessageBox.warning(
+                self, "Keyring unavailable", f"The token could not be stored in the system keyring: {error}"
+            )
+
+    def _with_window_state(self, settings: Settings) -> Settings:
+        return settings.with_changes(
+            window_geometry=_encode(self.saveGeometry()),
+            window_state=_encode(self.saveState()),
+            splitter_state=_encode(self.splitter.saveState()),
+        )
+
+    def _restore_state(self) -> None:
+        geometry = _decode(self.settings.window_geometry)
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(1200, 720)
+        state = _decode(self.settings.window_state)
+        if state is not None:
+            self.restoreState(state)
+        splitter = _decode(self.settings.splitter_state)
+        if splitter is not None:
+            self.splitter.restoreState(splitter)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._poll.stop()
+        self.transcript_view.stop_playback()
+        self.settings_store.save(self._with_window_state(self.settings))
+        # A running job goes back to the queue and starts again next time; nothing is lost.
+        self.bridge.stop()
+        super().closeEvent(event)
+
+    # Drops anywhere on the window count, not only on the drop zone.
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        self.drop_zone.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        self.drop_zone.dropEvent(event)
