@@ -5,6 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")
@@ -43,3 +44,62 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     for name in ("SCRIBA_HF_TOKEN", "HF_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def long_wav(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four minutes of real speech (the sample call, eight times): a job that runs long enough to cancel."""
+    import numpy as np
+    import soundfile
+
+    samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
+    path = tmp_path_factory.mktemp("long") / "long call.wav"
+    soundfile.write(path, np.tile(samples, 8), rate)
+    return path
+
+
+@pytest.fixture
+def corrupt_file(tmp_path: Path) -> Path:
+    """Random bytes with an audio name: what a broken download looks like."""
+    path = tmp_path / "broken download.mp3"
+    path.write_bytes(np.random.default_rng(7).bytes(20000))
+    return path
+
+
+class MemoryKeyring:
+    """A keyring backend that keeps secrets in this process (tests must never touch the user's keyring)."""
+
+    @staticmethod
+    def install() -> dict[tuple[str, str], str]:
+        import keyring
+        import keyring.backend
+        import keyring.errors
+
+        values: dict[tuple[str, str], str] = {}
+
+        class Backend(keyring.backend.KeyringBackend):
+            priority = 1  # type: ignore[assignment]
+
+            def get_password(self, service: str, username: str) -> str | None:
+                return values.get((service, username))
+
+            def set_password(self, service: str, username: str, password: str) -> None:
+                values[(service, username)] = password
+
+            def delete_password(self, service: str, username: str) -> None:
+                if (service, username) not in values:
+                    raise keyring.errors.PasswordDeleteError(username)
+                del values[(service, username)]
+
+        keyring.set_keyring(Backend())
+        return values
+
+
+@pytest.fixture
+def memory_keyring() -> dict[tuple[str, str], str]:
+    import keyring
+
+    previous = keyring.get_keyring()
+    values = MemoryKeyring.install()
+    yield values  # type: ignore[misc]
+    keyring.set_keyring(previous)

@@ -36,6 +36,7 @@ class CrashReporter(QObject):
         super().__init__()
         self.log_path = log_path
         self.reports: list[str] = []
+        self._dialogs: list[QMessageBox] = []  # a parentless dialog needs a Python reference to stay alive
         self.crashed.connect(self._show, Qt.ConnectionType.QueuedConnection)
 
     def install(self) -> None:
@@ -68,7 +69,8 @@ class CrashReporter(QObject):
             "please include them in a bug report."
         )
         box.setDetailedText(text)
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _result: self._dialogs.remove(box))
+        self._dialogs.append(box)
         box.open()  # not exec(): the window goes on working behind the dialog
 
 

@@ -51,6 +51,7 @@ class TranscriptView(QWidget):
         self._player: object | None = None
         self._audio_output: object | None = None
         self._media_source: Path | None = None
+        self._pending_position: int | None = None  # a seek asked for before the media finished loading
 
         self.title = QLabel("Select a finished job to read its transcript.")
         self.title.setWordWrap(True)
@@ -235,6 +236,7 @@ class TranscriptView(QWidget):
             player.setAudioOutput(output)
             player.positionChanged.connect(self._position_changed)
             player.playbackStateChanged.connect(self._state_changed)
+            player.mediaStatusChanged.connect(self._media_status_changed)
             self._player, self._audio_output = player, output
         player = self._player
         wanted = QUrl.fromLocalFile(str(self._media_source))
@@ -252,7 +254,10 @@ class TranscriptView(QWidget):
         player = self._ensure_player()
         if player is None:
             return
-        player.setPosition(int(self.transcript.segments[row].start * 1000))  # type: ignore[attr-defined]
+        position = int(self.transcript.segments[row].start * 1000)
+        # A seek before the file is loaded is dropped by QMediaPlayer: repeat it once the media is ready.
+        self._pending_position = position
+        player.setPosition(position)  # type: ignore[attr-defined]
         player.play()  # type: ignore[attr-defined]
         self.highlight_at(self.transcript.segments[row].start)
 
@@ -270,6 +275,14 @@ class TranscriptView(QWidget):
     def stop_playback(self) -> None:
         if self._player is not None:
             self._player.stop()  # type: ignore[attr-defined]
+
+    def _media_status_changed(self, status: object) -> None:
+        from PySide6.QtMultimedia import QMediaPlayer
+
+        ready = (QMediaPlayer.MediaStatus.LoadedMedia, QMediaPlayer.MediaStatus.BufferedMedia)
+        if self._pending_position is not None and status in ready and self._player is not None:
+            self._player.setPosition(self._pending_position)  # type: ignore[attr-defined]
+            self._pending_position = None
 
     def _state_changed(self, state: object) -> None:
         from PySide6.QtMultimedia import QMediaPlayer

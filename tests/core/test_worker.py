@@ -1,0 +1,134 @@
+"""The queue worker with the real engine (tiny.en) in its child process: finish, fail, cancel, crash, stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from app.core.jobs import JobOptions, JobState, JobStore
+from app.core.worker import JobEvent, QueueWorker
+
+FAST = JobOptions(diarizer="embedded", formats=("txt", "json"))
+
+
+def _worker(store: JobStore, events: list[JobEvent]) -> QueueWorker:
+    return QueueWorker(store, on_event=events.append, token_provider=lambda: None)
+
+
+def test_batch_with_a_corrupt_file_finishes_the_good_ones(tmp_path: Path, sample_dir: Path, corrupt_file: Path) -> None:
+    store = JobStore(tmp_path / "data")
+    output = tmp_path / "out"
+    options = JobOptions(diarizer="embedded", formats=("txt", "json"), output_dir=str(output))
+    first = store.add(sample_dir / "sample.wav", options)
+    bad = store.add(corrupt_file, options)
+    second = store.add(sample_dir / "sample.wav", options)
+    events: list[JobEvent] = []
+    engine_pids: dict[int, int | None] = {}
+    worker = _worker(store, events)
+
+    def record(event: JobEvent) -> None:
+        events.append(event)
+        if event.kind == "progress" and event.job_id is not None:
+            engine_pids.setdefault(event.job_id, worker.engine.pid)
+
+    worker._on_event = record
+    worker.run(until_empty=True)
+
+    assert store.get(first.id).state is JobState.DONE
+    assert store.get(second.id).state is JobState.DONE
+    failed = store.get(bad.id)
+    assert failed.state is JobState.FAILED
+    assert str(corrupt_file) in (failed.error or "") and "not an audio or video file" in (failed.error or "")
+    # The model stayed loaded: both good jobs ran in the same inference process.
+    assert engine_pids[first.id] is not None and engine_pids[first.id] == engine_pids[second.id]
+    transcript = store.load_transcript(first.id)
+    assert "SPEAKER_00" in transcript.speakers and len(transcript.speakers) == 2
+    # Exports: the second job with the same name does not overwrite the first one's files.
+    assert sorted(path.name for path in output.iterdir()) == [
+        "sample-2.json",
+        "sample-2.txt",
+        "sample.json",
+        "sample.txt",
+    ]
+    kinds = [event.kind for event in events]
+    assert kinds.count("done") == 2 and kinds.count("failed") == 1 and kinds[-1] == "idle"
+    progress = [event for event in events if event.kind == "progress" and event.job_id == first.id]
+    assert progress and progress[-1].duration == pytest.approx(30.0, abs=0.5)
+    assert any(event.speed and event.speed > 0 and event.eta is not None for event in progress)
+    assert store.get(first.id).speed and store.get(first.id).completions == 1
+
+
+def _run_in_thread(worker: QueueWorker) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, kwargs={"until_empty": True}, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for(condition, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_cancel_stops_within_two_seconds_and_frees_the_model(tmp_path: Path, long_wav: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(long_wav, FAST)
+    events: list[JobEvent] = []
+    worker = _worker(store, events)
+    thread = _run_in_thread(worker)
+    _wait_for(lambda: any(e.kind == "progress" and e.stage == "transcribe" and e.fraction > 0.05 for e in events))
+    engine_pid = worker.engine.pid
+    assert engine_pid is not None
+    rss_mb = psutil.Process(engine_pid).memory_info().rss / 2**20
+    assert rss_mb > 100  # the model and audio are really in there
+
+    requested = time.monotonic()
+    store.cancel(job.id)  # what `scriba queue cancel` and the window do: a flag in the database
+    _wait_for(lambda: any(e.kind == "cancelled" for e in events), timeout=10)
+    took = time.monotonic() - requested
+    thread.join(10)
+    assert took < 2.0, f"cancel took {took:.2f} s"
+    assert store.get(job.id).state is JobState.CANCELLED
+    assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_crash_in_inference_fails_that_job_only(tmp_path: Path, long_wav: Path, sample_dir: Path) -> None:
+    store = JobStore(tmp_path)
+    doomed = store.add(long_wav, FAST)
+    after = store.add(sample_dir / "sample.wav", FAST)
+    events: list[JobEvent] = []
+    worker = _worker(store, events)
+    thread = _run_in_thread(worker)
+    _wait_for(lambda: any(e.kind == "progress" and e.stage == "transcribe" for e in events))
+    pid = worker.engine.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # what the kernel's out-of-memory killer does
+    thread.join(180)
+    failed = store.get(doomed.id)
+    assert failed.state is JobState.FAILED
+    assert "killed (SIGKILL)" in (failed.error or "") and "memory" in (failed.error or "")
+    assert str(long_wav) in (failed.error or "")
+    assert store.get(after.id).state is JobState.DONE  # a fresh inference process took the next job
+
+
+def test_stop_puts_the_running_job_back(tmp_path: Path, long_wav: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(long_wav, FAST)
+    events: list[JobEvent] = []
+    worker = _worker(store, events)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    _wait_for(lambda: any(e.kind == "progress" for e in events))
+    worker.stop()
+    thread.join(10)
+    assert not thread.is_alive()
+    requeued = store.get(job.id)
+    assert requeued.state is JobState.QUEUED and requeued.attempts == 1 and requeued.completions == 0
+    assert [e.kind for e in events][-2:] == ["requeued", "idle"]
