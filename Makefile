@@ -5,12 +5,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.scriba-installed
-APT_PACKAGES := espeak-ng
+# espeak-ng: synthetic multi-voice speech for the tests. The rest: what Qt (PySide6) needs to open a window
+# and play audio offscreen on a minimal Debian.
+APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv test lint typecheck bench system-deps clean
+.PHONY: run venv test lint typecheck bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -30,6 +32,10 @@ system-deps:
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
 
+# Open the window (builds the environment first when needed).
+run: venv
+	$(BIN)/scriba
+
 test: venv system-deps
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -42,6 +48,17 @@ typecheck: venv
 
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
+
+# One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
+# queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).
+# resemblyzer still declares a dependency on the `typing` backport, which PyInstaller refuses to run next to;
+# Python 3.10+ always imports its own typing, so the backport is dropped from the virtualenv first.
+package: venv
+	uv pip install --quiet --python $(BIN)/python "pyinstaller>=6.10"
+	@if $(BIN)/python -c "import importlib.metadata as m; m.distribution('typing')" 2>/dev/null; then \
+		uv pip uninstall --python $(BIN)/python typing; fi
+	$(BIN)/pyinstaller --noconfirm --clean packaging/scriba.spec --distpath dist --workpath build/pyinstaller
+	bash packaging/check_bundle.sh dist/scriba
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -491,6 +491,23 @@ def _queue_run(store: Any, until_empty: bool) -> int:
     return 1 if failures else 0
 
 
+COMMANDS = frozenset({"transcribe", "models", "token", "queue"})
+
+
+def split_open_files(argv: list[str]) -> tuple[list[str], list[Path]]:
+    """`scriba FILE…` (how a file manager's "Open with Scriba" starts us) opens the window with the files
+    queued. Only when the first such argument exists: a mistyped command still gets argparse's message."""
+    for index, argument in enumerate(argv):
+        if argument in COMMANDS:
+            break
+        if argument.startswith("-") or (index and argv[index - 1] == "--data-dir"):
+            continue
+        if Path(argument).exists():
+            return argv[:index], [Path(item) for item in argv[index:]]
+        break
+    return argv, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import multiprocessing
 
@@ -498,7 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # here and must be diverted to its work.
     multiprocessing.freeze_support()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments, open_files = split_open_files(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(arguments)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -507,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         from app.gui.main import run_gui
 
-        return run_gui(resolve_data_dir(args.data_dir))
+        return run_gui(resolve_data_dir(args.data_dir), open_files)
     if args.command == "transcribe":
         return cmd_transcribe(args)
     if args.command == "models":

@@ -108,3 +108,14 @@ def test_models_list_and_offline_download() -> None:
 def test_token_status_without_a_token() -> None:
     result = scriba("token", "status")
     assert result.returncode == 0 and "no Hugging Face token" in result.stdout
+
+
+def test_file_arguments_open_the_window_with_those_files(tmp_path: Path) -> None:
+    from app.cli import split_open_files
+
+    media = tmp_path / "talk.wav"
+    media.write_bytes(b"RIFF")
+    assert split_open_files(["--data-dir", str(tmp_path), str(media)]) == (["--data-dir", str(tmp_path)], [media])
+    assert split_open_files(["queue", "add", str(media)]) == (["queue", "add", str(media)], [])
+    # A mistyped command is left to argparse, which names the valid ones.
+    assert split_open_files(["transcrbe", str(media)]) == (["transcrbe", str(media)], [])

@@ -85,7 +85,7 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def run_gui(data_dir: Path) -> int:
+def run_gui(data_dir: Path, open_files: list[Path] | None = None) -> int:
     app = create_application()
     try:
         store = JobStore(data_dir)
@@ -102,6 +102,8 @@ def run_gui(data_dir: Path) -> int:
 
     window = MainWindow(store, SettingsStore(config_dir()))
     window.show()
+    if open_files:
+        window.add_paths(open_files)
     code = app.exec()
     store.close()
     return int(code)
