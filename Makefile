@@ -12,7 +12,7 @@ APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: run venv test lint typecheck bench system-deps clean package
+.PHONY: screenshot run venv test lint typecheck bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -48,6 +48,7 @@ typecheck: venv
 
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_queue.py
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).
@@ -59,6 +60,10 @@ package: venv
 		uv pip uninstall --python $(BIN)/python typing; fi
 	$(BIN)/pyinstaller --noconfirm --clean packaging/scriba.spec --distpath dist --workpath build/pyinstaller
 	bash packaging/check_bundle.sh dist/scriba
+
+# resources/screenshot.png for the README: a real window under Xvfb (installs xvfb, xdotool, imagemagick).
+screenshot: venv system-deps
+	bash packaging/screenshot.sh resources/screenshot.png
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

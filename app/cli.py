@@ -457,6 +457,8 @@ def _queue_run(store: Any, until_empty: bool) -> int:
 
     def on_event(event: JobEvent) -> None:
         nonlocal failures
+        if event.kind == "waiting":
+            print(f"note: {event.message}", file=sys.stderr)
         if event.job_id is None or event.source is None:
             return
         bar = bars.setdefault(event.job_id, ProgressBar(f"[{event.job_id}] {event.source.name}", sys.stderr, True))

@@ -167,6 +167,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     exported TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS jobs_state_position ON jobs (state, position);
+CREATE INDEX IF NOT EXISTS jobs_source ON jobs (source);
 """
 
 
@@ -207,6 +208,7 @@ class JobStore:
         self.transcripts_dir.mkdir(exist_ok=True)
         self.path = self.directory / DATABASE_NAME
         self._lock = threading.RLock()
+        self._seen_data_version: int | None = None
         # Autocommit mode; every multi-statement change takes the write lock with BEGIN IMMEDIATE.
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
@@ -322,23 +324,38 @@ class JobStore:
 
     def add(self, source: Path, options: JobOptions, duration: float | None = None) -> Job:
         """Queue one file. The same file may be queued twice (other options, a second take); callers say so."""
+        return self.add_many([source], options, [duration])[0]
+
+    def add_many(
+        self, sources: list[Path], options: JobOptions, durations: list[float | None] | None = None
+    ) -> list[Job]:
+        """Queue many files in one transaction (one fsync for a dropped folder, not one per file)."""
         now = time.time()
+        encoded = json.dumps(options.to_dict())
+        ids = []
         with self._transaction() as db:
             (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
-            cursor = db.execute(
-                "INSERT INTO jobs (source, options, state, position, duration, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    str(Path(source).absolute()),
-                    json.dumps(options.to_dict()),
-                    JobState.QUEUED.value,
-                    last + 1,
-                    duration,
-                    now,
-                ),
-            )
-            job_id = cursor.lastrowid
-        assert job_id is not None
-        return self.get(job_id)
+            for offset, source in enumerate(sources):
+                duration = durations[offset] if durations else None
+                cursor = db.execute(
+                    "INSERT INTO jobs (source, options, state, position, duration, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (str(Path(source).absolute()), encoded, JobState.QUEUED.value, last + 1 + offset, duration, now),
+                )
+                assert cursor.lastrowid is not None
+                ids.append(cursor.lastrowid)
+        return [self.get(job_id) for job_id in ids]
+
+    def changed(self) -> bool:
+        """True when another connection (another process, the worker thread) committed since the last call.
+
+        Lets the window poll the queue cheaply: SQLite's data_version moves only on other connections' commits.
+        """
+        with self._lock:
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        changed = version != self._seen_data_version
+        self._seen_data_version = version
+        return bool(changed)
 
     def claim_next(self, worker: str | None = None) -> Job | None:
         """Atomically take the first queued job for this process; None when nothing is queued."""

@@ -18,6 +18,7 @@ thread started by the GUI bridge); it reports :class:`JobEvent` objects through 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import multiprocessing
 import os
@@ -29,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from app.core.cancel import CancelToken
 from app.core.errors import CancelledError, ScribaError
-from app.core.jobs import Job, JobOptions, JobStore
+from app.core.jobs import Job, JobOptions, JobState, JobStore
 from app.core.pipeline import PipelineOptions, Progress
 from app.core.transcript import Transcript
 
@@ -274,7 +275,43 @@ def pipeline_options(options: JobOptions, hf_token: str | None) -> PipelineOptio
     )
 
 
-EventKind = Literal["started", "progress", "done", "failed", "cancelled", "requeued", "idle"]
+EventKind = Literal["started", "progress", "done", "failed", "cancelled", "requeued", "idle", "waiting"]
+
+
+class QueueLock:
+    """An exclusive lock file beside the queue. The kernel drops it when its process dies (even kill -9)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / "worker.lock"
+        self._handle: TextIO | None = None
+
+    def acquire(self) -> bool:
+        if self._handle is not None:
+            return True
+        handle = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+        return True
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
 
 
 @dataclass(frozen=True)
@@ -288,6 +325,11 @@ class JobEvent:
     speed: float | None = None  # x real time
     eta: float | None = None  # seconds
     message: str | None = None  # failure reason, or a note (exports)
+
+    @property
+    def processed_seconds(self) -> float | None:
+        """Audio seconds done so far (the job's fraction of its duration)."""
+        return self.fraction * self.duration if self.duration else None
 
 
 def _unique_stem(directory: Path, stem: str, formats: tuple[str, ...], own: set[Path]) -> str:
@@ -340,21 +382,46 @@ class QueueWorker:
 
     def run(self, until_empty: bool = False, idle_poll: float = 1.0) -> None:
         """Run jobs until stopped (or, with ``until_empty``, until nothing is queued). Never raises for a job."""
-        announced_idle = False
+        announced_idle = announced_waiting = False
+        lock = QueueLock(self.store.directory)
         try:
             while not self._stop.is_set():
-                job = self.store.claim_next()
-                if job is None:
-                    if until_empty:
+                # One job at a time per queue, across processes too (the window and `scriba queue run`
+                # side by side must not run two models on one GPU). The lock is held per job, so two
+                # workers take turns and `--until-empty` ends when the other one has emptied the queue.
+                if not lock.acquire():
+                    if until_empty and not self.store.counts()[JobState.QUEUED]:
                         break
-                    if not announced_idle:
-                        self._on_event(JobEvent("idle", None))
-                        announced_idle = True
+                    if not announced_waiting:
+                        holder = lock.holder()
+                        self._on_event(
+                            JobEvent(
+                                "waiting",
+                                None,
+                                message=f"another Scriba process{f' (pid {holder})' if holder else ''} is "
+                                "running a job from this queue; waiting for it",
+                            )
+                        )
+                        announced_waiting = True
                     self._wake.wait(idle_poll)
                     self._wake.clear()
                     continue
-                announced_idle = False
-                self.run_job(job)
+                announced_waiting = False
+                try:
+                    job = self.store.claim_next()
+                    if job is not None:
+                        announced_idle = False
+                        self.run_job(job)
+                        continue
+                finally:
+                    lock.release()
+                if until_empty:
+                    break
+                if not announced_idle:
+                    self._on_event(JobEvent("idle", None))
+                    announced_idle = True
+                self._wake.wait(idle_poll)
+                self._wake.clear()
         finally:
             self.engine.close()
             if until_empty or self._stop.is_set():

@@ -22,7 +22,10 @@ class WorkerBridge(QObject):
 
     def __init__(self, store: JobStore, engine: EngineProcess | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.worker = QueueWorker(store, engine=engine, on_event=self.event.emit)
+        # The worker gets its own connection: the window's reads never wait behind the worker's commits
+        # (WAL lets a reader run during a write), and the window's poll sees the worker's changes.
+        self._store = JobStore(store.directory, recover=False)
+        self.worker = QueueWorker(self._store, engine=engine, on_event=self.event.emit)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -45,6 +48,8 @@ class WorkerBridge(QObject):
         self.worker.stop()
         if self._thread is not None:
             self._thread.join(timeout)
+        if not self.running:
+            self._store.close()
 
     @property
     def running(self) -> bool:

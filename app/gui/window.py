@@ -158,7 +158,7 @@ class MainWindow(QMainWindow):
         # Jobs changed by another process (`scriba queue add` in a terminal) appear within two seconds.
         self._poll = QTimer(self)
         self._poll.setInterval(2000)
-        self._poll.timeout.connect(self.refresh)
+        self._poll.timeout.connect(self._refresh_if_changed)
         self._poll.start()
         self._restore_state()
         self.refresh()
@@ -239,6 +239,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------- queue
 
+    def _refresh_if_changed(self) -> None:
+        if self.store.changed():  # a cheap pragma; the table is read again only after another commit
+            self.refresh()
+
     def refresh(self) -> None:
         selected = self.selected_job_id()
         jobs = self.store.jobs()
@@ -257,11 +261,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Nothing to add: no audio or video files there.", 8000)
             return []
         options = self.settings.job_options()
-        jobs, repeated = [], []
-        for path in files:
-            if self.store.find_by_source(path):
-                repeated.append(path.name)
-            jobs.append(self.store.add(path, options))
+        repeated = [path.name for path in files if self.store.find_by_source(path)]
+        jobs = self.store.add_many(files, options)
         message = f"Added {len(jobs)} file(s) to the queue."
         if repeated:
             message += f" Already in the queue, added again: {', '.join(repeated[:3])}" + (
@@ -354,6 +355,9 @@ class MainWindow(QMainWindow):
     def _on_worker_event(self, event: JobEvent) -> None:
         if event.kind == "progress":
             self.model.apply_progress(event)
+            return
+        if event.kind == "waiting":
+            self.statusBar().showMessage(f"Waiting: {event.message}", 15000)
             return
         if event.kind == "idle":
             self._batch_finished()

@@ -197,3 +197,15 @@ def test_wal_mode_and_concurrent_claims_never_share_a_job(tmp_path: Path) -> Non
     ]
     claimed = [int(item) for worker in workers for item in worker.communicate(timeout=60)[0].split()]
     assert sorted(claimed) == [job.id for job in store.jobs()]  # each job exactly once across processes
+
+
+def test_add_many_and_change_detection_across_connections(tmp_path: Path) -> None:
+    window = JobStore(tmp_path)
+    worker = JobStore(tmp_path, recover=False)
+    assert window.changed()  # first look
+    assert not window.changed()
+    jobs = window.add_many([tmp_path / "a.wav", tmp_path / "b.wav"], JobOptions(), [1.0, None])
+    assert [job.position for job in jobs] == [1, 2] and jobs[0].duration == 1.0
+    assert not window.changed()  # its own commits are not news to it
+    worker.claim_next()
+    assert window.changed() and not window.changed()

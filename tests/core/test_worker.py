@@ -61,6 +61,7 @@ def test_batch_with_a_corrupt_file_finishes_the_good_ones(tmp_path: Path, sample
     progress = [event for event in events if event.kind == "progress" and event.job_id == first.id]
     assert progress and progress[-1].duration == pytest.approx(30.0, abs=0.5)
     assert any(event.speed and event.speed > 0 and event.eta is not None for event in progress)
+    assert progress[-1].processed_seconds == pytest.approx(progress[-1].fraction * 30.0, abs=0.5)
     assert store.get(first.id).speed and store.get(first.id).completions == 1
 
 
@@ -132,3 +133,25 @@ def test_stop_puts_the_running_job_back(tmp_path: Path, long_wav: Path) -> None:
     requeued = store.get(job.id)
     assert requeued.state is JobState.QUEUED and requeued.attempts == 1 and requeued.completions == 0
     assert [e.kind for e in events][-2:] == ["requeued", "idle"]
+
+
+def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -> None:
+    """The window and `scriba queue run` side by side: never two jobs (two models) at once."""
+    from app.core.worker import QueueLock
+
+    store = JobStore(tmp_path)
+    jobs = [store.add(sample_dir / "sample.wav", FAST) for _ in range(2)]
+    other = QueueLock(tmp_path)
+    assert other.acquire()  # another process is running a job from this queue
+    events: list[JobEvent] = []
+    worker = _worker(store, events)
+    thread = threading.Thread(target=worker.run, kwargs={"until_empty": True}, daemon=True)
+    thread.start()
+    _wait_for(lambda: any(e.kind == "waiting" for e in events), timeout=10)
+    waiting = next(e for e in events if e.kind == "waiting")
+    assert f"pid {os.getpid()}" in (waiting.message or "")
+    time.sleep(1.5)
+    assert all(store.get(job.id).state is JobState.QUEUED for job in jobs)  # it waited
+    other.release()
+    thread.join(180)
+    assert all(store.get(job.id).state is JobState.DONE for job in jobs)
