@@ -91,7 +91,7 @@ class GpuStatsSampler:
         nvml_loader: Callable[[], Any] = _load_pynvml,
         process_ids: Callable[[], set[int]] | None = None,
     ) -> None:
-        self._nvml = nvml
+        self._nvml: Any = nvml  # None until open() loads pynvml
         self._nvml_loader = nvml_loader
         self._process_ids = process_ids or _own_process_ids
         self._initialised = False
