@@ -340,11 +340,9 @@ def resolve_data_dir(option: Path | None) -> Path:
 
 
 def _format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+    from app.core.export import clock
+
+    return "-" if seconds is None else clock(seconds)
 
 
 def cmd_queue(args: argparse.Namespace) -> int:

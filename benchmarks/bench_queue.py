@@ -34,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_engine import sample_dir, table  # noqa: E402 (needs ROOT on the path)
 
 OUT = ROOT / "benchmarks" / "out"
 TICK_MS = 10
@@ -42,11 +43,7 @@ MEMORY_TARGET = 0.10
 
 
 def sample_wav() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyannote.audio")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(next(iter(spec.submodule_search_locations))) / "sample" / "sample.wav"
+    return sample_dir() / "sample.wav"
 
 
 def make_conversation(seconds: float) -> Path:
@@ -416,14 +413,6 @@ def run_case(name: str, audio: Path, args: argparse.Namespace, jobs: int = 1) ->
 
 
 # ------------------------------------------------------------------------------------------------ report
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    body = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
-    return "\n".join([line, rule, *body])
 
 
 def audio_duration(path: Path) -> float:

@@ -26,6 +26,13 @@ def timestamp(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
+def clock(seconds: float) -> str:
+    """A duration for people: 4:05, 1:02:03."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
 def to_txt(transcript: Transcript) -> str:
     """One paragraph per speaker turn, headed by the speaker and the time the turn starts."""
     paragraphs: list[str] = []

@@ -443,13 +443,17 @@ class JobStore:
         with self._lock:
             self._db.execute("UPDATE jobs SET duration = ? WHERE id = ?", (duration, job_id))
 
+    @staticmethod
+    def _state_in(db: sqlite3.Connection, job_id: int) -> JobState:
+        row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        return JobState(row["state"])
+
     def cancel(self, job_id: int) -> Job:
         """Queued: cancelled at once. Running: flagged; the worker stops it within a fraction of a second."""
         with self._transaction() as db:
-            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFoundError(job_id)
-            state = JobState(row["state"])
+            state = self._state_in(db, job_id)
             if state is JobState.QUEUED:
                 db.execute(
                     "UPDATE jobs SET state = ?, finished_at = ? WHERE id = ?",
@@ -464,10 +468,7 @@ class JobStore:
     def retry(self, job_id: int) -> Job:
         """Failed, cancelled or done: queue it again (at the end of the queue)."""
         with self._transaction() as db:
-            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFoundError(job_id)
-            state = JobState(row["state"])
+            state = self._state_in(db, job_id)
             if state not in FINISHED_STATES:
                 raise JobStateError(f"job {job_id} is {state.value}; only a finished job can be retried")
             (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
@@ -481,10 +482,7 @@ class JobStore:
     def remove(self, job_id: int) -> None:
         """Forget a job that is not running (cancel it first), and its stored transcript."""
         with self._transaction() as db:
-            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFoundError(job_id)
-            if JobState(row["state"]) is JobState.RUNNING:
+            if self._state_in(db, job_id) is JobState.RUNNING:
                 raise JobStateError(f"job {job_id} is running; cancel it before removing it")
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
         self.transcript_file(job_id).unlink(missing_ok=True)

@@ -9,6 +9,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
+from app.core.export import clock
 from app.core.jobs import Job, JobState
 from app.core.worker import JobEvent
 
@@ -26,11 +27,7 @@ AnyIndex = QModelIndex | QPersistentModelIndex
 
 
 def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+    return "" if seconds is None else clock(seconds)
 
 
 class QueueModel(QAbstractTableModel):

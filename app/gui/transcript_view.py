@@ -177,9 +177,8 @@ class TranscriptView(QWidget):
         new = new.strip()
         if self.transcript is None or not new or new == old:
             return
-        if new in self.transcript.speakers:
-            # Merging two labels is a legitimate correction (the diarizer split one person in two).
-            pass
+        # A name already in use merges the two labels: a legitimate correction when the diarizer split one
+        # person in two.
         self.transcript = self.transcript.rename_speaker(old, new)
         self._fill()
         self.speaker_box.setCurrentText(new)

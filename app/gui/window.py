@@ -324,7 +324,7 @@ class MainWindow(QMainWindow):
         if job_id is not None:
             action(job_id)  # type: ignore[operator]
 
-    def _guard(self, what: str, job_id: int, action: object) -> bool:
+    def _guard(self, what: str, action: object) -> bool:
         try:
             action()  # type: ignore[operator]
         except (JobNotFoundError, JobStateError) as error:
@@ -334,20 +334,20 @@ class MainWindow(QMainWindow):
         return True
 
     def cancel_job(self, job_id: int) -> None:
-        if self._guard("cancel", job_id, lambda: self.store.cancel(job_id)):
+        if self._guard("cancel", lambda: self.store.cancel(job_id)):
             self.statusBar().showMessage(f"Cancelling job {job_id}…", 4000)
 
     def retry_job(self, job_id: int) -> None:
-        if self._guard("retry", job_id, lambda: self.store.retry(job_id)):
+        if self._guard("retry", lambda: self.store.retry(job_id)):
             self.bridge.wake()
 
     def remove_job(self, job_id: int) -> None:
         if self.transcript_view.job_id == job_id:
             self.transcript_view.clear()
-        self._guard("remove", job_id, lambda: self.store.remove(job_id))
+        self._guard("remove", lambda: self.store.remove(job_id))
 
     def move_job(self, job_id: int, offset: int) -> None:
-        self._guard("move", job_id, lambda: self.store.move(job_id, offset))
+        self._guard("move", lambda: self.store.move(job_id, offset))
         self.select_job(job_id)
 
     # ------------------------------------------------------------------------------------------- worker

@@ -53,6 +53,17 @@ def finished(window) -> bool:  # type: ignore[no-untyped-def]
     return all(state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED) for state in states(window))
 
 
+def finished_transcript(open_window, qtbot, source: Path):  # type: ignore[no-untyped-def]
+    """A window whose one job (``source``) has finished and is selected, its transcript in the view."""
+    window = open_window()
+    (job,) = window.add_paths([source])
+    qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=LONG_WAIT)
+    window.select_job(job.id)
+    view = window.transcript_view
+    qtbot.waitUntil(lambda: view.job_id == job.id, timeout=5000)
+    return window, job, view
+
+
 class LatenessProbe:
     """A 20 ms timer that records how late it fires: the event loop's responsiveness."""
 
@@ -181,12 +192,7 @@ def test_a_job_killed_mid_run_resumes_on_the_next_start(open_window, qtbot, samp
 def test_rename_a_speaker_and_edit_text_reach_every_export(
     open_window, qtbot, sample_dir: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    window = open_window()
-    (job,) = window.add_paths([sample_dir / "sample.wav"])
-    qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=LONG_WAIT)
-    window.select_job(job.id)
-    view = window.transcript_view
-    qtbot.waitUntil(lambda: view.job_id == job.id, timeout=5000)
+    window, job, view = finished_transcript(open_window, qtbot, sample_dir / "sample.wav")
     speaker = view.speaker_box.itemText(0)
     view.rename_speaker(speaker, "Interviewer")
     assert {view.table.item(row, 1).text() for row in range(view.table.rowCount())} >= {"Interviewer"}
@@ -203,12 +209,7 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
 
 
 def test_search_and_click_to_play_highlights_the_segment(open_window, qtbot, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    window = open_window()
-    (job,) = window.add_paths([sample_dir / "sample.wav"])
-    qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=LONG_WAIT)
-    window.select_job(job.id)
-    view = window.transcript_view
-    qtbot.waitUntil(lambda: view.job_id == job.id, timeout=5000)
+    _window, _job, view = finished_transcript(open_window, qtbot, sample_dir / "sample.wav")
     segments = view.transcript.segments
     word = segments[2].text.split()[0].strip(",.?!")
     view.search.setText(word)
