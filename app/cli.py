@@ -28,6 +28,19 @@ def _formats(value: str) -> tuple[str, ...]:
     return chosen
 
 
+def _batch_size(text: str) -> int:
+    """``auto`` (-1: sized from free GPU memory, sequential on CPU), 0 (sequential) or a batch size."""
+    if text == "auto":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a batch size: give auto, 0 or a positive number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a batch size: give auto, 0 or a positive number")
+    return value
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -78,7 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     transcribe.add_argument("--max-speakers", type=_positive, default=None)
     transcribe.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     transcribe.add_argument("--compute-type", default="auto", help="auto, int8, int8_float16, float16, float32 …")
-    transcribe.add_argument("--batch-size", type=int, default=0, help="batched decoding with this batch size (0: off)")
+    transcribe.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=-1,
+        help="batched decoding with this batch size; 0: sequential; auto (default): from free GPU memory, "
+        "sequential on CPU",
+    )
     transcribe.add_argument("--beam-size", type=_positive, default=5)
     transcribe.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
     transcribe.add_argument("--no-vad", dest="vad", action="store_false", help="decode silence too")
@@ -98,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands.add_parser("clear", help="delete the stored token")
     token_commands.add_parser("status", help="say whether a token is available and from where")
     _add_queue_parser(commands)
+    doctor = commands.add_parser("doctor", help="check the GPU, drivers and libraries; say what Scriba would use")
+    doctor.add_argument("--json", action="store_true", help="the report as JSON (stable top-level keys)")
+    doctor.add_argument("--no-smoke-test", action="store_true", help="do not run tiny.en on the selected device")
     return parser
 
 
@@ -111,7 +133,7 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-speakers", type=_positive, default=None)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--compute-type", default="auto")
-    parser.add_argument("--batch-size", type=int, default=0)
+    parser.add_argument("--batch-size", type=_batch_size, default=-1, help="N, 0 (sequential) or auto")
     parser.add_argument(
         "-f", "--formats", type=_formats, default=("txt", "srt", "vtt", "json"), help="formats to export when done"
     )
@@ -202,7 +224,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             language=args.language,
             beam_size=args.beam_size,
             vad_filter=args.vad,
-            batch_size=max(0, args.batch_size),
+            batch_size=args.batch_size,
             cpu_threads=max(0, args.threads),
         ),
         diarize=args.diarize,
@@ -508,6 +530,16 @@ def split_open_files(argv: list[str]) -> tuple[list[str], list[Path]]:
     return argv, []
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import json
+
+    from app.core.doctor import format_report, run_doctor
+
+    report, code = run_doctor(smoke_test=not args.no_smoke_test)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import multiprocessing
 
@@ -532,6 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_models(args)
     if args.command == "token":
         return cmd_token(args)
+    if args.command == "doctor":
+        return cmd_doctor(args)
     parser.print_help()
     return 2
 

@@ -60,7 +60,7 @@ class JobOptions:
     max_speakers: int | None = None
     device: str = "auto"
     compute_type: str = "auto"
-    batch_size: int = 0
+    batch_size: int = -1  # auto: from free GPU memory, sequential on CPU
     formats: tuple[str, ...] = FORMATS
     # Where finished transcripts are exported automatically; None keeps them only in the queue.
     output_dir: str | None = None

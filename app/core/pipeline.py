@@ -128,7 +128,14 @@ class Engine:
             log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
             choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
             turns = self._run_backend(choice, audio, options, progress, cancel)
-        return DiarizationResult(turns=turns, backend=choice.backend, reason=choice.reason, device=options.device)
+        diarizer = self._diarizers[self._diarizer_key(choice, options)]
+        device = str(getattr(diarizer, "device", "cpu"))
+        note = getattr(diarizer, "device_note", f"on {device.upper()}")
+        return DiarizationResult(turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device)
+
+    @staticmethod
+    def _diarizer_key(choice: DiarizerChoice, options: DiarizerOptions) -> tuple[str, str, str]:
+        return (choice.backend, options.pyannote_source if choice.backend == "pyannote" else "", options.device)
 
     def _run_backend(
         self,
@@ -138,7 +145,7 @@ class Engine:
         progress: Callable[[float], None] | None,
         cancel: CancelToken | None,
     ) -> tuple[Turn, ...]:
-        key = (choice.backend, options.pyannote_source if choice.backend == "pyannote" else "", options.device)
+        key = self._diarizer_key(choice, options)
         diarizer = self._diarizers.get(key)
         if diarizer is None:
             if choice.backend == "pyannote":

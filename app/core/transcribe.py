@@ -14,6 +14,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.cancel import CancelToken
 from app.core.errors import DeviceError
+from app.core.gpu_plan import (
+    GpuMemory,
+    choose_batch_size,
+    choose_model,
+    fit_warning,
+    gpu_memory,
+    is_out_of_memory,
+)
 from app.core.models import ResolvedModel, resolve_model
 from app.core.transcript import Segment, Word
 
@@ -23,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
+AUTO_BATCH = -1
 ProgressCallback = Callable[[float], None]
 
 # Tried in order until the device accepts one. int8_float16 keeps int8 weights (half the memory of float16)
@@ -42,7 +51,9 @@ class TranscriptionOptions:
     beam_size: int = 5
     vad_filter: bool = True
     word_timestamps: bool = True
-    batch_size: int = 0  # 0 = sequential decoding; >0 = faster-whisper's batched pipeline
+    # AUTO_BATCH: batched on a GPU, sized from its free memory; sequential on CPU. 0 = sequential decoding;
+    # >0 = faster-whisper's batched pipeline with that batch size (halved on out-of-memory).
+    batch_size: int = -1
     cpu_threads: int = 0  # 0 = every core of this machine
     initial_prompt: str | None = None
 
@@ -59,6 +70,7 @@ class TranscriptionResult:
     model: str
     device: str
     compute_type: str
+    batch_size: int = 0  # the batch size that finished the job (after any out-of-memory halving)
 
 
 def cuda_device_count() -> int:
@@ -71,17 +83,38 @@ def cuda_device_count() -> int:
         return 0
 
 
-def resolve_device(device: Device) -> str:
-    if device == "auto":
-        return "cuda" if cuda_device_count() > 0 else "cpu"
-    if device == "cuda" and cuda_device_count() == 0:
-        raise DeviceError(
-            "device 'cuda' was requested but CTranslate2 sees no CUDA GPU. Check the NVIDIA driver "
-            "(`nvidia-smi`) or use --device cpu."
-        )
-    if device not in ("cpu", "cuda"):
+def select_device(device: Device) -> tuple[str, str]:
+    """The device to run on and why; a requested GPU that cannot start raises :class:`DeviceError`."""
+    if device not in ("auto", "cpu", "cuda"):
         raise DeviceError(f"unknown device '{device}': use auto, cpu or cuda")
-    return device
+    if device == "cpu":
+        return "cpu", "cpu: requested"
+    count = cuda_device_count()
+    if count == 0:
+        if device == "cuda":
+            raise DeviceError(
+                "device 'cuda' was requested but CTranslate2 sees no CUDA GPU. Check the NVIDIA driver "
+                "(`nvidia-smi`, `scriba doctor`) or use --device cpu."
+            )
+        return "cpu", "cpu: CTranslate2 sees no CUDA GPU (`scriba doctor` says why)"
+    from app.core.cuda_libs import install_hint, missing_required, preload_cuda_libraries
+
+    libraries = preload_cuda_libraries()
+    missing = missing_required(libraries)
+    if missing:
+        problem = (
+            f"the GPU is there but {', '.join(status.soname for status in missing)} (CUDA 12, needed by "
+            f"CTranslate2) could not be loaded: {install_hint(libraries)}"
+        )
+        if device == "cuda":
+            raise DeviceError(problem)
+        log.warning("%s; running on CPU", problem)
+        return "cpu", f"cpu: {problem}"
+    return "cuda", f"cuda: CTranslate2 sees {count} CUDA GPU(s) and cuBLAS 12 is loaded"
+
+
+def resolve_device(device: Device) -> str:
+    return select_device(device)[0]
 
 
 def compute_type_candidates(device: str, requested: str) -> list[str]:
@@ -100,19 +133,53 @@ def compute_type_candidates(device: str, requested: str) -> list[str]:
 class Transcriber:
     """Loads a Whisper model once and transcribes decoded audio with it."""
 
-    def __init__(self, options: TranscriptionOptions) -> None:
+    def __init__(
+        self,
+        options: TranscriptionOptions,
+        *,
+        model_factory: Callable[..., Any] | None = None,
+        batched_factory: Callable[..., Any] | None = None,
+        memory_probe: Callable[[], tuple[list[GpuMemory], str]] = gpu_memory,
+    ) -> None:
+        """``model_factory``/``batched_factory`` default to faster-whisper's classes; ``memory_probe`` reads GPU
+        memory. They are parameters so that the fallback chain and the out-of-memory backoff can be driven by
+        injected failures on a machine without a GPU."""
         self.options = options
-        self.model_ref: ResolvedModel = resolve_model(options.model)
-        self.device = resolve_device(options.device)
+        self.device, self.device_reason = select_device(options.device)
+        self._memory_probe = memory_probe
+        self.model_ref, self.model_reason = self._resolve_model(options.model)
         self.compute_type = ""
+        self.batch_size = 0  # the last job's batch size after any halving
+        self.fallbacks: list[str] = []  # what was refused on the way (compute types, batch sizes), for the log
+        self._model_factory = model_factory
+        self._batched_factory = batched_factory
         self._model: Any = None
         self._batched: Any = None
+
+    def _gpu(self) -> GpuMemory | None:
+        """The GPU CTranslate2 uses (its device 0), as NVML sees it; None without NVML."""
+        if self.device != "cuda":
+            return None
+        gpus, _ = self._memory_probe()
+        return gpus[0] if gpus else None
+
+    def _resolve_model(self, name: str | None) -> tuple[ResolvedModel, str]:
+        gpu = self._gpu()
+        if name in (None, "auto"):
+            choice = choose_model(self.device, gpu.total_mb if gpu else None)
+            return choice.model, choice.reason
+        model = resolve_model(name)
+        warning = fit_warning(model.name, gpu)
+        if warning:
+            # Said before the load, which is where a model too big for the card fails (or crawls).
+            log.warning("%s", warning)
+        return model, f"{model.name}: requested"
 
     def matches(self, options: TranscriptionOptions) -> bool:
         """Whether ``options`` can reuse the model already loaded here."""
         return (
-            resolve_model(options.model).path == self.model_ref.path
-            and resolve_device(options.device) == self.device
+            resolve_device(options.device) == self.device
+            and self._resolve_model(options.model)[0].path == self.model_ref.path
             and options.compute_type in ("auto", self.compute_type)
             and options.resolved_cpu_threads() == self.options.resolved_cpu_threads()
         )
@@ -120,26 +187,31 @@ class Transcriber:
     def load(self) -> None:
         if self._model is not None:
             return
-        from faster_whisper import WhisperModel
+        factory = self._model_factory
+        if factory is None:
+            from faster_whisper import WhisperModel
+
+            factory = WhisperModel
 
         failures: list[str] = []
         for compute_type in compute_type_candidates(self.device, self.options.compute_type):
             try:
-                self._model = WhisperModel(
+                self._model = factory(
                     str(self.model_ref.path),
                     device=self.device,
                     compute_type=compute_type,
                     cpu_threads=self.options.resolved_cpu_threads(),
                 )
             except (ValueError, RuntimeError) as error:
-                # CTranslate2 raises ValueError for a compute type the device lacks and RuntimeError for
-                # missing CUDA libraries or memory; the next type in the chain may still work.
+                # CTranslate2 raises ValueError for a compute type the device lacks (float16 on a Pascal card)
+                # and RuntimeError for missing CUDA libraries or memory; the next type in the chain may work.
                 failures.append(f"{compute_type}: {error}")
                 log.warning("compute type %s refused on %s: %s", compute_type, self.device, error)
                 continue
             self.compute_type = compute_type
             if failures:
-                log.info("using compute type %s after: %s", compute_type, "; ".join(failures))
+                self.fallbacks.extend(f"compute type {failure}" for failure in failures)
+                log.warning("using compute type %s after: %s", compute_type, "; ".join(failures))
             return
         raise DeviceError(
             f"could not load {self.model_ref.name} on {self.device} with any compute type: " + "; ".join(failures)
@@ -165,16 +237,27 @@ class Transcriber:
             "word_timestamps": options.word_timestamps,
             "initial_prompt": options.initial_prompt,
         }
-        if options.batch_size > 0:
-            if self._batched is None:
-                from faster_whisper import BatchedInferencePipeline
-
-                self._batched = BatchedInferencePipeline(model=self._model)
-            segments_iter, info = self._batched.transcribe(audio.samples, batch_size=options.batch_size, **kwargs)
-        else:
-            segments_iter, info = self._model.transcribe(audio.samples, **kwargs)
-
-        segments = tuple(self._collect(segments_iter, audio.duration, progress, cancel))
+        batch_size = self._initial_batch_size()
+        while True:
+            try:
+                segments, info = self._decode(audio, batch_size, kwargs, progress, cancel)
+                break
+            except RuntimeError as error:
+                if not is_out_of_memory(error):
+                    raise
+                if batch_size <= 1:
+                    raise DeviceError(
+                        f"{self.model_ref.name} ran out of GPU memory even "
+                        f"{'at batch size 1' if batch_size == 1 else 'decoding sequentially'} ({error}). "
+                        "Close other programs that use the GPU, pick a smaller model, or use --device cpu."
+                    ) from error
+                # Halve and start the file again: a batch that does not fit now will not fit later in the
+                # same file, and decoding is deterministic, so the redone part gives the same text.
+                smaller = batch_size // 2
+                self.fallbacks.append(f"batch size {batch_size}: out of GPU memory, retried with {smaller}")
+                log.warning("out of GPU memory at batch size %d (%s); retrying with %d", batch_size, error, smaller)
+                batch_size = smaller
+        self.batch_size = batch_size
         if progress is not None:
             progress(1.0)
         return TranscriptionResult(
@@ -185,7 +268,38 @@ class Transcriber:
             model=self.model_ref.name,
             device=self.device,
             compute_type=self.compute_type,
+            batch_size=batch_size,
         )
+
+    def _initial_batch_size(self) -> int:
+        if self.options.batch_size != AUTO_BATCH:
+            return max(0, self.options.batch_size)
+        # Measured after the model loaded, so its weights are already out of the free memory.
+        gpu = self._gpu()
+        batch_size, reason = choose_batch_size(self.model_ref.name, self.device, gpu.free_mb if gpu else None)
+        log.info("%s", reason)
+        return batch_size
+
+    def _decode(
+        self,
+        audio: Audio,
+        batch_size: int,
+        kwargs: dict[str, Any],
+        progress: ProgressCallback | None,
+        cancel: CancelToken | None,
+    ) -> tuple[tuple[Segment, ...], Any]:
+        if batch_size > 0:
+            if self._batched is None:
+                factory = self._batched_factory
+                if factory is None:
+                    from faster_whisper import BatchedInferencePipeline
+
+                    factory = BatchedInferencePipeline
+                self._batched = factory(model=self._model)
+            segments_iter, info = self._batched.transcribe(audio.samples, batch_size=batch_size, **kwargs)
+        else:
+            segments_iter, info = self._model.transcribe(audio.samples, **kwargs)
+        return tuple(self._collect(segments_iter, audio.duration, progress, cancel)), info
 
     @staticmethod
     def _collect(

@@ -263,7 +263,7 @@ def pipeline_options(options: JobOptions, hf_token: str | None) -> PipelineOptio
             device=device,  # type: ignore[arg-type]
             compute_type=options.compute_type,
             language=options.language,
-            batch_size=max(0, options.batch_size),
+            batch_size=options.batch_size,
         ),
         diarize=options.diarize,
         diarizer=DiarizerOptions(

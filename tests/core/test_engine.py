@@ -41,7 +41,7 @@ def test_sample_wer(sample_json: dict, sample_dir: Path) -> None:
 def test_sample_two_speakers_and_strict_der(sample_json: dict, sample_dir: Path) -> None:
     assert sample_json["speakers"] == ["SPEAKER_00", "SPEAKER_01"]
     assert sample_json["diarization"]["backend"] == "embedded"
-    assert sample_json["diarization"]["reason"] == "no Hugging Face token: used the built-in diarizer"
+    assert sample_json["diarization"]["reason"] == "no Hugging Face token: used the built-in diarizer (on CPU)"
     reference = metrics.rttm_annotation(sample_dir / "sample.rttm")
     turns = metrics.turns_annotation((t["start"], t["end"], t["speaker"]) for t in sample_json["diarization"]["turns"])
     assert metrics.der(reference, turns, strict=True) <= 0.15
@@ -101,7 +101,7 @@ def test_speaker_hints_are_obeyed(engine, three_voices) -> None:  # type: ignore
     assert len({t.speaker for t in two.turns}) == 2
     at_most = engine.diarize(audio, DiarizerOptions(backend="embedded", hints=SpeakerHints(max_speakers=2)))
     assert len({t.speaker for t in at_most.turns}) == 2
-    assert two.reason == "the built-in diarizer was requested"
+    assert two.reason == "the built-in diarizer was requested (on CPU)"
 
 
 def test_one_voice_is_one_speaker(engine, espeak: str) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@ hub (a free token after accepting its licence), or loaded from a local pipeline 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from app.core.cancel import CancelToken
 from app.core.diarize.base import ProgressCallback, SpeakerHints, Turn
 from app.core.errors import DiarizationError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from app.core.audio import Audio
@@ -30,6 +33,7 @@ class PyannoteDiarizer:
         self.source = source
         self._token = token
         self.device = device
+        self.device_note = "on CPU"
         self._pipeline: Any = None
 
     def __repr__(self) -> str:  # never show the token
@@ -58,7 +62,18 @@ class PyannoteDiarizer:
                 f"no access to '{self.source}': accept its conditions on the Hugging Face hub "
                 "with the account of your token"
             )
+        if self.device == "cuda" and not torch.cuda.is_available():
+            # CTranslate2 (CUDA 12) can see a GPU that torch (CUDA 13) cannot use, with a driver older than
+            # torch's CUDA needs: diarize on the CPU rather than fail the job, and say so.
+            log.warning(
+                "torch cannot use the GPU (torch %s, CUDA %s): pyannote runs on CPU",
+                torch.__version__,
+                torch.version.cuda,
+            )
+            self.device = "cpu"
+            self.device_note = f"on CPU: torch {torch.__version__} cannot use this GPU (see `scriba doctor`)"
         if self.device == "cuda":
+            self.device_note = "on GPU (TF32 and cuDNN benchmark on)"
             # TF32 matmuls and cuDNN autotuning make the segmentation and embedding models markedly faster on
             # Ampere and newer cards, at no cost in diarization accuracy.
             torch.backends.cuda.matmul.allow_tf32 = True

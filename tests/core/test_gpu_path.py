@@ -1,0 +1,243 @@
+"""The fast GPU path on a machine without a GPU: the CUDA 12 libraries really load, and the compute-type
+fallback and the out-of-memory backoff run the real model on CPU with injected GPU failures.
+
+The failures are the ones CTranslate2 itself raises: asking its CPU backend for float16 produces the same
+ValueError a GPU without fast float16 (Pascal, Maxwell) produces, and an out-of-memory error is raised with
+CTranslate2's CUDA wording from inside the segment generator, where a real one happens.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core import transcribe as transcribe_module
+from app.core.audio import decode_audio
+from app.core.cuda_libs import CudaLibrary, _load, install_hint, preload_cuda_libraries
+from app.core.errors import DeviceError
+from app.core.gpu_plan import GpuMemory, choose_batch_size, choose_model, fit_warning, is_out_of_memory
+from app.core.models import CATALOG
+from app.core.transcribe import Transcriber, TranscriptionOptions, select_device
+
+CUDA_OOM = "CUDA failed with error out of memory"
+
+
+def test_cuda12_cublas_loads_from_its_wheel_without_a_gpu() -> None:
+    statuses = {status.soname: status for status in preload_cuda_libraries()}
+    for soname in ("libcublasLt.so.12", "libcublas.so.12"):
+        status = statuses[soname]
+        assert status.loaded and status.origin == "wheel", status
+        assert status.path is not None and status.path.endswith(f"nvidia/cublas/lib/{soname}")
+    mapped = Path("/proc/self/maps").read_text()
+    assert "nvidia/cublas/lib/libcublas.so.12" in mapped
+    # CTranslate2 still answers (no GPU here) with the library in the process.
+    import ctranslate2
+
+    assert ctranslate2.get_cuda_device_count() == 0
+
+
+def test_a_missing_library_is_reported_with_what_to_install(tmp_path: Path) -> None:
+    missing = CudaLibrary("cuBLAS 12", "libscriba-absent.so.12", "nvidia-cublas-cu12", True)
+    status = _load(missing, [tmp_path])
+    assert not status.loaded and status.origin == "missing"
+    assert status.error and "libscriba-absent.so.12" in status.error
+    assert install_hint([status]) == "pip install 'nvidia-cublas-cu12'"
+
+
+def test_device_selection_here_says_why() -> None:
+    device, reason = select_device("auto")
+    assert device == "cpu" and "sees no CUDA GPU" in reason
+    with pytest.raises(DeviceError, match="scriba doctor"):
+        select_device("cuda")
+
+
+@pytest.fixture()
+def pretend_gpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """CTranslate2 'sees' one GPU whose models are built on the CPU backend; returns the load attempts."""
+    monkeypatch.setattr(transcribe_module, "cuda_device_count", lambda: 1)
+    # The real CUDA compute-type query fails without a driver; the chain is then tried in full.
+    return []
+
+
+def _cpu_backed_factory(attempts: list[tuple[str, str]]) -> Any:
+    from faster_whisper import WhisperModel
+
+    def factory(path: str, *, device: str, compute_type: str, cpu_threads: int) -> Any:
+        attempts.append((device, compute_type))
+        return WhisperModel(path, device="cpu", compute_type=compute_type, cpu_threads=cpu_threads)
+
+    return factory
+
+
+def _gpu_memory(free_mb: float, total_mb: float = 8192) -> Any:
+    return lambda: ([GpuMemory(0, "Stand-in GPU", total_mb, free_mb)], "stand-in")
+
+
+def test_compute_type_chain_falls_back_and_logs(
+    pretend_gpu: list[tuple[str, str]], sample_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = TranscriptionOptions(model="tiny.en", device="cuda", language="en", batch_size=0)
+    transcriber = Transcriber(options, model_factory=_cpu_backed_factory(pretend_gpu), memory_probe=_gpu_memory(6000))
+    with caplog.at_level(logging.WARNING, logger="app.core.transcribe"):
+        result = transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert pretend_gpu == [("cuda", "int8_float16"), ("cuda", "float16"), ("cuda", "int8")]
+    assert result.compute_type == "int8" and result.device == "cuda"
+    assert len(transcriber.fallbacks) == 2
+    assert "efficient int8_float16 computation" in transcriber.fallbacks[0]
+    assert "efficient float16 computation" in transcriber.fallbacks[1]
+    assert "using compute type int8 after" in caplog.text
+    assert "yankee" in " ".join(segment.text for segment in result.segments).lower()
+
+
+class _OomAbove:
+    """faster-whisper's batched pipeline that runs out of GPU memory above ``limit`` (records each try)."""
+
+    def __init__(self, limit: int, tries: list[int]) -> None:
+        self.limit = limit
+        self.tries = tries
+
+    def __call__(self, model: Any) -> Any:
+        from faster_whisper import BatchedInferencePipeline
+
+        real = BatchedInferencePipeline(model=model)
+        limit, tries = self.limit, self.tries
+
+        class Pipeline:
+            def transcribe(self, audio: Any, batch_size: int, **kwargs: Any) -> tuple[Iterator[Any], Any]:
+                tries.append(batch_size)
+                segments, info = real.transcribe(audio, batch_size=batch_size, **kwargs)
+                if batch_size <= limit:
+                    return segments, info
+
+                def failing() -> Iterator[Any]:
+                    raise RuntimeError(CUDA_OOM)
+                    yield  # a generator, like faster-whisper's: the error comes at the first batch
+
+                return failing(), info
+
+        return Pipeline()
+
+
+def test_out_of_memory_halves_the_batch_and_finishes(pretend_gpu: list[tuple[str, str]], sample_dir: Path) -> None:
+    audio = decode_audio(sample_dir / "sample.wav")
+    tries: list[int] = []
+    # 6 GB free: the automatic choice is 16 for tiny.en; the card "fits" only 4.
+    transcriber = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", language="en", compute_type="int8"),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=_OomAbove(4, tries),
+        memory_probe=_gpu_memory(6000),
+    )
+    result = transcriber.transcribe(audio)
+    assert tries == [16, 8, 4]
+    assert result.batch_size == 4 and transcriber.batch_size == 4
+    assert transcriber.fallbacks == [
+        "batch size 16: out of GPU memory, retried with 8",
+        "batch size 8: out of GPU memory, retried with 4",
+    ]
+    # The retried job gives what a job at batch 4 gives from the start.
+    direct = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", language="en", compute_type="int8", batch_size=4),
+        model_factory=_cpu_backed_factory([]),
+        memory_probe=_gpu_memory(6000),
+    ).transcribe(audio)
+    assert [segment.text for segment in result.segments] == [segment.text for segment in direct.segments]
+
+
+def test_out_of_memory_at_batch_one_fails_with_advice(pretend_gpu: list[tuple[str, str]], sample_dir: Path) -> None:
+    tries: list[int] = []
+    transcriber = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", language="en", compute_type="int8", batch_size=2),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=_OomAbove(0, tries),
+        memory_probe=_gpu_memory(6000),
+    )
+    with pytest.raises(DeviceError, match=r"ran out of GPU memory even at batch size 1.*smaller model"):
+        transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert tries == [2, 1]
+
+
+def test_other_runtime_errors_are_not_retried(pretend_gpu: list[tuple[str, str]], sample_dir: Path) -> None:
+    class Broken:
+        def __init__(self, model: Any) -> None:
+            self.calls = 0
+
+        def transcribe(self, audio: Any, batch_size: int, **kwargs: Any) -> Any:
+            raise RuntimeError("CUDA failed with error an illegal memory access was encountered")
+
+    transcriber = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", compute_type="int8", batch_size=8),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=Broken,
+        memory_probe=_gpu_memory(6000),
+    )
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert transcriber.fallbacks == []
+
+
+def test_out_of_memory_wordings() -> None:
+    assert is_out_of_memory(RuntimeError(CUDA_OOM))
+    assert is_out_of_memory(RuntimeError("cuBLAS failed with status CUBLAS_STATUS_ALLOC_FAILED"))
+    assert not is_out_of_memory(RuntimeError("CUDA failed with error invalid device function"))
+
+
+@pytest.fixture()
+def model_cache(tmp_path: Path) -> Path:
+    """A model cache holding four catalog models (directory layout only: selection never loads them)."""
+    for name in ("large-v3", "turbo", "medium", "small"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.bin").write_bytes(b"")
+        (tmp_path / name / "config.json").write_text("{}")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("device", "vram_gb", "expected"),
+    [("cuda", 80, "large-v3"), ("cuda", 8, "turbo"), ("cuda", 4, "small"), ("cpu", None, "small")],
+)
+def test_default_model_by_vram(model_cache: Path, device: str, vram_gb: float | None, expected: str) -> None:
+    choice = choose_model(device, vram_gb * 1024 if vram_gb else None, model_cache)
+    assert choice.model.name == expected
+    assert choice.model.path == model_cache / expected
+    assert CATALOG[expected].vram_gb <= (vram_gb or 2)
+
+
+def test_default_model_suggests_a_download_that_would_fit(tmp_path: Path) -> None:
+    choice = choose_model("cuda", 24 * 1024, tmp_path)  # nothing downloaded: the bundled tiny.en
+    assert choice.model.name == "tiny.en"
+    assert "large-v3 would fit too: `scriba models download large-v3`" in choice.reason
+
+
+def test_warning_before_a_model_that_will_not_fit() -> None:
+    small_card = GpuMemory(0, "NVIDIA GeForce RTX 3070", 8192, 7600)
+    warning = fit_warning("large-v3", small_card)
+    assert warning is not None
+    assert "large-v3 needs about 10 GB" in warning and "RTX 3070) has 8.0 GB" in warning
+    assert "pick turbo (6 GB)" in warning
+    busy_card = GpuMemory(0, "NVIDIA A10G", 24576, 4096)
+    busy = fit_warning("medium", busy_card)
+    assert busy is not None and "only 4.0 GB of NVIDIA A10G's 24.0 GB is free now" in busy
+    assert fit_warning("large-v3", GpuMemory(0, "NVIDIA H100", 81559, 80000)) is None
+    assert fit_warning("large-v3", None) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "free_mb", "expected"),
+    [
+        ("large-v3", "cuda", 70_000, 16),
+        ("large-v3", "cuda", 4096, 8),  # (4096 - 1536) / 225 = 11 -> 8
+        ("large-v3", "cuda", 1600, 1),
+        ("small", "cuda", 2048, 4),  # (2048 - 1536) / 110 = 4
+        ("large-v3", "cuda", None, 8),
+        ("large-v3", "cpu", 70_000, 0),
+    ],
+)
+def test_batch_size_from_free_memory(model: str, device: str, free_mb: float | None, expected: int) -> None:
+    batch_size, reason = choose_batch_size(model, device, free_mb)
+    assert batch_size == expected
+    assert reason
