@@ -49,6 +49,7 @@ typecheck: venv
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_queue.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_gpu_panel.py
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).

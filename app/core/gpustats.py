@@ -11,12 +11,15 @@ a GPU that falls off the bus mid-run is reported on its entry and the other GPUs
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # NVML error codes (nvml.h); the module's own constants are preferred when it has them.
 _ERROR_CODES = {
@@ -247,7 +250,11 @@ class GpuStatsSampler:
 
         def loop() -> None:
             while not self._stop.is_set():
-                callback(self.sample())
+                try:
+                    callback(self.sample())
+                except Exception:
+                    # A bug in one reading (or in the callback) must not end the statistics for the session.
+                    log.exception("GPU statistics sample failed; trying again in %.1f s", interval)
                 self._stop.wait(interval)
 
         self._thread = threading.Thread(target=loop, name="scriba-gpu-stats", daemon=True)

@@ -14,6 +14,7 @@ from PySide6.QtCore import QByteArray, QModelIndex, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -32,12 +33,14 @@ from PySide6.QtWidgets import (
 from app import __version__
 from app.core.audio import MEDIA_EXTENSIONS
 from app.core.export import FORMATS, export
+from app.core.gpustats import GpuStatsSampler
 from app.core.jobs import Job, JobNotFoundError, JobState, JobStateError, JobStore, media_files
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
 from app.core.settings import Settings, SettingsStore
 from app.core.transcript import Transcript
 from app.core.worker import EngineProcess, JobEvent
 from app.gui.bridge import WorkerBridge
+from app.gui.gpu_panel import GpuPanel
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.transcript_view import TranscriptView
 from app.resources import icon_path
@@ -95,6 +98,8 @@ class MainWindow(QMainWindow):
         settings_store: SettingsStore,
         engine: EngineProcess | None = None,
         start_worker: bool = True,
+        gpu_sampler: GpuStatsSampler | None = None,
+        gpu_interval: float = 1.0,
     ) -> None:
         super().__init__()
         self.store = store
@@ -150,11 +155,20 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
         self.worker_label = QLabel("")
         self.statusBar().addPermanentWidget(self.worker_label)
+        # A dock (not part of the splitter): the queue keeps its room, and the user can hide, move or float
+        # it; its object name lets saveState/restoreState remember that.
+        self.gpu_panel = GpuPanel(gpu_sampler, gpu_interval)
+        self.gpu_dock = QDockWidget("GPU", self)
+        self.gpu_dock.setObjectName("gpuDock")
+        self.gpu_dock.setWidget(self.gpu_panel)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.gpu_dock)
+        self.statusBar().addPermanentWidget(self.gpu_panel.compact_label)
 
         self._build_menus()
         self.durations_probed.connect(self.refresh)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
         self.bridge.event.connect(self._on_worker_event)
+        self.bridge.event.connect(self.gpu_panel.show_job_event)
         # Jobs changed by another process (`scriba queue add` in a terminal) appear within two seconds.
         self._poll = QTimer(self)
         self._poll.setInterval(2000)
@@ -170,6 +184,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Ready. Drop files to transcribe them.", 5000)
         if start_worker:
             self.bridge.start()
+        self.gpu_panel.start()
 
     # ------------------------------------------------------------------------------------------- menus
 
@@ -211,6 +226,8 @@ class MainWindow(QMainWindow):
             queue_menu.addAction(action)
         edit_menu = menu.addMenu("&Edit")
         edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
+        view_menu = menu.addMenu("&View")
+        view_menu.addAction(self.gpu_dock.toggleViewAction())
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self._action("About Scriba", None, self._about))
 
@@ -525,6 +542,7 @@ class MainWindow(QMainWindow):
         self.settings_store.save(self._with_window_state(self.settings))
         # A running job goes back to the queue and starts again next time; nothing is lost.
         self.bridge.stop()
+        self.gpu_panel.stop()  # no sampler thread outlives the window
         super().closeEvent(event)
 
     # Drops anywhere on the window count, not only on the drop zone.
