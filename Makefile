@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.scriba-installed
 # espeak-ng: synthetic multi-voice speech for the tests. The rest: what Qt (PySide6) needs to open a window
 # and play audio offscreen on a minimal Debian.
-APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0
+APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1

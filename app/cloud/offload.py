@@ -1,0 +1,583 @@
+"""One offload: (rent a machine,) upload, run the engine there, bring the transcripts home, tear everything down.
+
+The order of the teardown is the point of this module. The ledger hears of a launch before the provider does
+and of the instance id the moment it exists; whatever happens after that (an error, a cancel, a lost
+connection, a crash of this process) ends in ``finally`` with the remote work directory removed and the
+machine terminated and verified terminated, and the ledger says so. A crash of this process is caught at the
+next start by the ledger's orphan sweep, and on the machine itself by the watchdog, which stops everything
+when the heartbeat this module sends stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from app.cloud.remote_worker import SPEC_VERSION
+from app.cloud.transport import (
+    CONNECTION_ERRORS,
+    HostKeyError,
+    SshEndpoint,
+    SshSession,
+    TransportError,
+    forget_host,
+    quote,
+)
+from app.cloud.types import Instance, Offer
+from app.core.jobs import JobOptions
+from app.core.transcript import Transcript
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class OffloadError(Exception):
+    """The offload could not be done; the message says which step failed and why."""
+
+
+class OffloadCancelled(OffloadError):
+    pass
+
+
+class BudgetExceeded(OffloadError):
+    pass
+
+
+class ProviderLike(Protocol):
+    """What the offload needs from a provider (see app/cloud/providers/base.py)."""
+
+    name: str
+
+    def launch(self, offer: Offer, ssh_public_key: str, label: str) -> Instance: ...
+
+    def wait_ready(self, instance_id: str, timeout_s: float = ..., poll_s: float = ...) -> Instance: ...
+
+    def terminate(self, instance_id: str) -> None: ...
+
+    def is_terminated(self, instance_id: str) -> bool: ...
+
+
+class LedgerLike(Protocol):
+    def record_intent(
+        self, provider: str, offer: Offer, label: str, job_ref: str | None, budget_usd: float | None
+    ) -> int: ...
+
+    def record_instance(self, ledger_id: int, instance_id: str) -> None: ...
+
+    def record_ready(self, ledger_id: int) -> None: ...
+
+    def record_terminate_requested(self, ledger_id: int) -> None: ...
+
+    def record_terminated(self, ledger_id: int, verified: bool = True) -> None: ...
+
+    def record_failed(self, ledger_id: int, reason: str) -> None: ...
+
+    def record_not_launched(self, ledger_id: int, reason: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class RemoteSetup:
+    """How to run Scriba on the remote machine (it must be installed there; see :meth:`Offload._check_remote`)."""
+
+    command: tuple[str, ...] = ("scriba",)
+    env: tuple[tuple[str, str], ...] = ()  # e.g. PYTHONPATH for a checkout
+    work_parent: str = "/tmp"
+
+    def argv(self, *args: str) -> list[str]:
+        prefix = ["env", *(f"{name}={value}" for name, value in self.env)] if self.env else []
+        return [*prefix, *self.command, *args]
+
+
+@dataclass(frozen=True)
+class OffloadEvent:
+    kind: str  # status | upload | started | progress | gpu | done | failed | finished
+    message: str = ""
+    index: int | None = None
+    fraction: float | None = None
+    speed: float | None = None
+    elapsed_s: float = 0.0
+    cost_usd: float = 0.0  # what the machine has cost so far (its $/h times the time since launch)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OffloadResult:
+    transcripts: dict[int, Transcript]
+    failures: dict[int, str]
+    seconds: float
+    cost_usd: float
+    instance: Instance | None
+    speeds: dict[int, float]  # x real time per file, as measured on the remote machine
+
+
+def remote_name(index: int, source: Path) -> str:
+    """A neutral remote name: the user's file name (spaces, quotes, ``$(...)``) never leaves this machine."""
+    suffix = source.suffix.lower()
+    safe = suffix if 1 < len(suffix) <= 9 and suffix[1:].isalnum() else ".bin"
+    return f"in/{index:04d}{safe}"
+
+
+class Offload:
+    """Run one set of files on one machine. ``run()`` blocks; ``cancel()`` from another thread stops it."""
+
+    def __init__(
+        self,
+        provider: ProviderLike,
+        offer: Offer,
+        ledger: LedgerLike,
+        *,
+        options: JobOptions,
+        key_file: Path | None,
+        public_key: str = "",
+        known_hosts: Path,
+        pin_new_host: bool,
+        setup: RemoteSetup = RemoteSetup(),
+        hf_token: str | None = None,
+        budget_usd: float | None = None,
+        estimate_usd: float | None = None,
+        on_event: Callable[[OffloadEvent], None] | None = None,
+        heartbeat_s: float = 5.0,
+        heartbeat_timeout_s: float = 180.0,
+        done_grace_s: float = 900.0,
+        poll_s: float = 0.5,
+        max_reconnects: int = 6,
+        reconnect_wait_s: float = 1.0,
+        upload_hook: Callable[[SshSession, int, int], None] | None = None,
+        terminate_attempts: int = 5,
+    ) -> None:
+        self.provider = provider
+        self.offer = offer
+        self.ledger = ledger
+        self.options = options
+        self.key_file = key_file
+        self.public_key = public_key
+        self.known_hosts = known_hosts
+        self.pin_new_host = pin_new_host
+        self.setup = setup
+        self._hf_token = hf_token  # sent only when the caller (the user) agreed, for this job
+        self.budget_usd = budget_usd
+        self.estimate_usd = estimate_usd
+        self.on_event = on_event
+        self.heartbeat_s = heartbeat_s
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.done_grace_s = done_grace_s
+        self.poll_s = poll_s
+        self.max_reconnects = max_reconnects
+        self.reconnect_wait_s = reconnect_wait_s
+        self.upload_hook = upload_hook
+        self.terminate_attempts = terminate_attempts
+        self._cancel = threading.Event()
+        self._launched_at: float | None = None
+        self._session: SshSession | None = None
+        self.work: str | None = None
+        self.reconnects = 0
+        self.uploaded_bytes = 0
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"Offload(provider={self.provider.name!r}, offer={self.offer.offer!r})"
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def session(self) -> SshSession:
+        if self._session is None:
+            raise OffloadError("not connected to the remote machine")
+        return self._session
+
+    # ------------------------------------------------------------------------------------------- events
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._launched_at if self._launched_at is not None else 0.0
+
+    def _emit(self, kind: str, message: str = "", **fields: Any) -> None:
+        event = OffloadEvent(
+            kind,
+            message,
+            elapsed_s=self._elapsed(),
+            cost_usd=self.offer.usd_per_hour * self._elapsed() / 3600,
+            **fields,
+        )
+        if kind == "status":
+            log.info("%s", message)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise OffloadCancelled("cancelled by the user")
+
+    # ------------------------------------------------------------------------------------------- main
+
+    def run(self, files: Sequence[Path], job_ref: str = "") -> OffloadResult:
+        if self.budget_usd is not None and self.estimate_usd is not None and self.estimate_usd > self.budget_usd:
+            raise BudgetExceeded(
+                f"the estimate (${self.estimate_usd:.2f}) is over the budget (${self.budget_usd:.2f}): nothing was "
+                "launched. Raise --budget, pick a cheaper offer, or send fewer files."
+            )
+        for path in files:
+            if not path.is_file():
+                raise OffloadError(f"{path}: no such file; nothing was launched")
+        label = f"scriba-{int(time.time())}"
+        ledger_id = self.ledger.record_intent(self.provider.name, self.offer, label, job_ref or label, self.budget_usd)
+        instance: Instance | None = None
+        started = time.monotonic()
+        try:
+            rents = getattr(self.provider, "rents_machines", True)
+            self._emit("status", f"launching {self.offer.gpu} on {self.provider.name}" if rents else "connecting")
+            instance = self.provider.launch(self.offer, self.public_key, label)
+            self.ledger.record_instance(ledger_id, instance.instance_id)
+            self._launched_at = time.monotonic()
+            self._check_cancel()
+            instance = self.provider.wait_ready(instance.instance_id)
+            self.ledger.record_ready(ledger_id)
+            result = self._run_on(instance, files)
+            result.seconds = time.monotonic() - started
+            result.cost_usd = self.offer.usd_per_hour * self._elapsed() / 3600
+            result.instance = instance
+            return result
+        except BaseException as error:
+            self.ledger.record_failed(ledger_id, _one_line(error))
+            if instance is None and not getattr(error, "maybe_created", False):
+                # The provider refused the launch outright (no capacity, bad key): no machine exists to sweep for.
+                self.ledger.record_not_launched(ledger_id, _one_line(error))
+            raise
+        finally:
+            self._teardown(ledger_id, instance)
+
+    def _run_on(self, instance: Instance, files: Sequence[Path]) -> OffloadResult:
+        if not instance.host:
+            raise OffloadError(
+                f"{self.provider.name} reported instance {instance.instance_id} ready without an address"
+            )
+        endpoint = SshEndpoint(instance.host, instance.port, instance.user, self.key_file)
+        self._session = SshSession(endpoint, self.known_hosts, pin_new_host=self.pin_new_host)
+        self._connect_until_ready()
+        self._check_remote()
+        self._check_cancel()
+        _, out, _ = self._session.run(["mktemp", "-d", f"{self.setup.work_parent}/scriba-XXXXXXXX"])
+        work = out.strip()
+        if not work.startswith(f"{self.setup.work_parent}/scriba-"):
+            raise OffloadError(f"unexpected remote work directory {work!r}")
+        self.work = work
+        self._session.run(["mkdir", "-p", f"{work}/in", f"{work}/out"])
+        self._session.touch(f"{work}/heartbeat")
+
+        names = [remote_name(index, path) for index, path in enumerate(files)]
+        total = sum(path.stat().st_size for path in files)
+        done_before = 0
+        for index, (path, name) in enumerate(zip(files, names, strict=True)):
+            self._check_cancel()
+            self._emit("upload", f"uploading {path.name}", index=index, fraction=done_before / total if total else 1)
+            self._upload(path, f"{work}/{name}", done_before, total)
+            done_before += path.stat().st_size
+        self._write_spec(work, names)
+        self._start_remote(work)
+        return self._follow(work, files)
+
+    # ------------------------------------------------------------------------------------------- steps
+
+    def _connect_until_ready(self, timeout_s: float = 300.0) -> None:
+        """A machine reported running may not answer SSH yet (sshd starts last): keep trying, except on a host key."""
+        assert self._session is not None
+        deadline = time.monotonic() + timeout_s
+        wait = self.reconnect_wait_s
+        while True:
+            self._check_cancel()
+            try:
+                self._session.connect()
+                return
+            except (HostKeyError, TransportError):
+                raise
+            except CONNECTION_ERRORS as error:
+                if time.monotonic() > deadline:
+                    raise OffloadError(
+                        f"{self._session.endpoint} did not answer SSH in {timeout_s:.0f} s ({error})"
+                    ) from error
+                time.sleep(wait)
+                wait = min(wait * 2, 10.0)
+
+    def _reconnecting(self, what: str, action: Callable[[], T]) -> T:
+        """Run ``action``; after a dropped connection, reconnect and run it again (every step is resumable)."""
+        assert self._session is not None
+        for attempt in range(self.max_reconnects + 1):
+            try:
+                return action()
+            except HostKeyError:
+                raise
+            except CONNECTION_ERRORS as error:
+                if attempt == self.max_reconnects:
+                    raise OffloadError(
+                        f"lost the connection to {self._session.endpoint} during {what} {attempt + 1} times "
+                        f"({_one_line(error)})"
+                    ) from error
+                self.reconnects += 1
+                self._emit("status", f"connection lost during {what} ({_one_line(error)}); reconnecting")
+                time.sleep(self.reconnect_wait_s * (2**attempt))
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    self._connect_until_ready(timeout_s=60.0)
+        raise AssertionError("unreachable")
+
+    def _check_remote(self) -> None:
+        assert self._session is not None
+        status, out, err = self._reconnecting(
+            "the set-up check", lambda: self.session.run(self.setup.argv("--version"), check=False)
+        )
+        if status != 0 or not out.startswith("scriba "):
+            raise OffloadError(
+                f"Scriba does not run on {self._session.endpoint} ({(err or out).strip()[-300:]}). Install it there "
+                "(`pip install scriba`) or give the command that runs it (--remote-command)."
+            )
+        self._emit("status", f"remote: {out.strip()}")
+
+    def _upload(self, path: Path, remote: str, done_before: int, total: int) -> None:
+        assert self._session is not None
+
+        def progress(position: int, size: int) -> None:
+            if self.upload_hook is not None and self._session is not None:
+                self.upload_hook(self._session, position, size)
+            self._emit("upload", index=None, fraction=(done_before + position) / total if total else 1.0)
+
+        def send() -> None:
+            assert self._session is not None
+            self.uploaded_bytes += self._session.upload(path, remote, on_bytes=progress)
+
+        self._reconnecting(f"the upload of {path.name}", send)
+
+    def _write_spec(self, work: str, names: list[str]) -> None:
+        assert self._session is not None
+        spec = {
+            "version": SPEC_VERSION,
+            "files": [{"index": index, "name": name} for index, name in enumerate(names)],
+            "options": self.options.to_dict() | {"output_dir": None},
+            "gpu_interval": 2.0,
+        }
+
+        def write() -> None:
+            assert self._session is not None
+            with self._session.sftp.open(f"{work}/spec.json", "w") as handle:
+                handle.write(json.dumps(spec))
+            if self._hf_token:
+                # A file only the remote user can read, deleted by the worker as soon as it has read it: never
+                # on a command line (visible in `ps`) nor in the spec.
+                with self._session.sftp.open(f"{work}/hf_token", "w") as handle:
+                    handle.chmod(0o600)
+                    handle.write(self._hf_token)
+
+        self._reconnecting("writing the job", write)
+
+    def _start_remote(self, work: str) -> None:
+        assert self._session is not None
+        deadline = None
+        if self.budget_usd is not None and self.offer.usd_per_hour > 0:
+            # The watchdog ends the work when the money runs out, even if this computer is gone.
+            deadline = time.time() + self.budget_usd / self.offer.usd_per_hour * 3600 - self._elapsed()
+        watchdog = self.setup.argv(
+            "worker",
+            "watchdog",
+            "--dir",
+            work,
+            "--heartbeat-timeout",
+            str(self.heartbeat_timeout_s),
+            "--done-grace",
+            str(self.done_grace_s),
+            *(["--deadline", f"{deadline:.0f}"] if deadline else []),
+            *([] if self.provider.name != "ssh" else ["--remove-work"]),
+        )
+        worker = self.setup.argv("worker", "run", "--dir", work)
+        command = (
+            f"cd {quote([work])} && "
+            f"(nohup setsid {quote(watchdog)} >/dev/null 2>&1 </dev/null &) && "
+            f"(nohup setsid {quote(worker)} >{quote([work + '/worker.log'])} 2>&1 </dev/null &)"
+        )
+        self._reconnecting("starting the worker", lambda: self.session.run_shell(command))
+        self._emit("status", "the remote worker started")
+
+    def _follow(self, work: str, files: Sequence[Path]) -> OffloadResult:
+        """Read the worker's events until it finishes; send the heartbeat; notice a worker that died."""
+        assert self._session is not None
+        offset = 0
+        pending = b""
+        finished = False
+        done: dict[int, str] = {}
+        failures: dict[int, str] = {}
+        speeds: dict[int, float] = {}
+        last_heartbeat = 0.0
+        quiet_since = time.monotonic()
+        while not finished:
+            if self._cancel.is_set():
+                self._reconnecting("the cancel", lambda: self._kill_remote_worker(work))
+                raise OffloadCancelled("cancelled by the user; the remote worker was stopped")
+            now = time.monotonic()
+            if now - last_heartbeat >= self.heartbeat_s:
+                self._reconnecting("the heartbeat", lambda: self.session.touch(f"{work}/heartbeat"))
+                last_heartbeat = now
+            chunk = self._reconnecting(
+                "reading progress", functools.partial(self._read_events, f"{work}/events.jsonl", offset)
+            )
+            offset += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                event = json.loads(line)
+                kind = event.get("type")
+                index = event.get("index")
+                if kind == "progress":
+                    self._emit("progress", index=index, fraction=event.get("fraction"), speed=event.get("speed"))
+                elif kind == "gpu":
+                    self._emit("gpu", data=event)
+                elif kind == "started":
+                    self._emit("started", f"{files[index].name}: started", index=index)
+                elif kind == "done":
+                    done[index] = str(event["transcript"])
+                    if event.get("speed"):
+                        speeds[index] = float(event["speed"])
+                    self._emit("done", f"{files[index].name}: done", index=index, speed=event.get("speed"))
+                elif kind == "failed":
+                    failures[index] = f"{files[index].name}: {event.get('error')}"
+                    self._emit("failed", failures[index], index=index)
+                elif kind == "finished":
+                    finished = True
+                    if event.get("error"):
+                        raise OffloadError(f"the remote worker refused the job: {event['error']}")
+            if lines:
+                quiet_since = time.monotonic()
+            elif not finished and time.monotonic() - quiet_since > 2.0:
+                quiet_since = time.monotonic()
+                alive = self._reconnecting("checking the worker", lambda: self._worker_alive(work))
+                if not alive:
+                    # One last read: the worker may have finished between the read above and the check.
+                    if b'"finished"' in self._session.read_from(f"{work}/events.jsonl", offset):
+                        continue
+                    log_tail = self._reconnecting("reading the worker log", lambda: self._log_tail(work))
+                    reason = f"the remote worker stopped unexpectedly{': ' + log_tail if log_tail else ''}"
+                    for index, path in enumerate(files):
+                        if index not in done and index not in failures:
+                            failures[index] = f"{path.name}: {reason}"
+                    break
+            if not finished:
+                time.sleep(self.poll_s)
+
+        transcripts: dict[int, Transcript] = {}
+        with _temporary_dir() as local_tmp:
+            for index, remote in done.items():
+                local = local_tmp / f"{index:04d}.json"
+                self._reconnecting(
+                    f"downloading {files[index].name}'s transcript",
+                    functools.partial(self._download, f"{work}/{remote}", local),
+                )
+                transcript = Transcript.from_dict(json.loads(local.read_text(encoding="utf-8")))
+                transcripts[index] = replace(transcript, source=str(files[index].absolute()))
+        self._emit("finished", f"{len(transcripts)} done, {len(failures)} failed")
+        return OffloadResult(transcripts, failures, 0.0, 0.0, None, speeds)
+
+    def _read_events(self, remote: str, offset: int) -> bytes:
+        return self.session.read_from(remote, offset)
+
+    def _download(self, remote: str, local: Path) -> None:
+        self.session.download(remote, local)
+
+    def _worker_alive(self, work: str) -> bool:
+        assert self._session is not None
+        status, out, _ = self._session.run_shell(
+            f'pid=$(cat {quote([work + "/worker.pid"])} 2>/dev/null) && kill -0 "$pid" 2>/dev/null && echo alive',
+            check=False,
+        )
+        if "alive" in out:
+            return True
+        # No pid file yet: the worker is still starting (imports take seconds on a cold machine).
+        status, _, _ = self._session.run(["test", "-e", f"{work}/worker.pid"], check=False)
+        return status != 0 and self._elapsed_since_start(work) < 120
+
+    def _elapsed_since_start(self, work: str) -> float:
+        assert self._session is not None
+        try:
+            attributes = self._session.sftp.stat(f"{work}/spec.json")
+        except FileNotFoundError:
+            return 0.0
+        return time.time() - float(attributes.st_mtime or time.time())
+
+    def _log_tail(self, work: str) -> str:
+        assert self._session is not None
+        text = self._session.read_from(f"{work}/worker.log", 0).decode(errors="replace").strip()
+        return " / ".join(text.splitlines()[-3:])[-400:]
+
+    def _kill_remote_worker(self, work: str) -> None:
+        assert self._session is not None
+        self._session.run_shell(
+            f"pid=$(cat {quote([work + '/worker.pid'])} 2>/dev/null) && "
+            f'(kill -KILL -- -"$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null); true',
+            check=False,
+        )
+
+    # ------------------------------------------------------------------------------------------- teardown
+
+    def _teardown(self, ledger_id: int, instance: Instance | None) -> None:
+        """Remove the remote work, then terminate and verify; never raises (it runs in ``finally``)."""
+        session = self._session
+        if session is not None and self.work is not None:
+            work = self.work
+            try:
+                if not session.connected:
+                    session.connect()
+                self._kill_remote_worker(work)
+                session.run(["rm", "-rf", "--", work])
+                self._emit("status", "remote work directory removed")
+            except Exception as error:  # the machine is terminated next anyway; an SSH host keeps a temp dir
+                self._emit("status", f"could not remove {work} on the remote ({_one_line(error)})")
+        if session is not None:
+            session.close()
+        if instance is None:
+            return
+        self.ledger.record_terminate_requested(ledger_id)
+        for attempt in range(self.terminate_attempts):
+            try:
+                self.provider.terminate(instance.instance_id)
+                if self._verify_terminated(instance.instance_id):
+                    self.ledger.record_terminated(ledger_id, verified=True)
+                    if getattr(self.provider, "rents_machines", True):
+                        self._emit(
+                            "status", f"{self.provider.name} instance {instance.instance_id} terminated (verified)"
+                        )
+                    if self.pin_new_host and instance.host:
+                        forget_host(self.known_hosts, SshEndpoint(instance.host, instance.port, instance.user))
+                    return
+            except Exception as error:
+                self._emit("status", f"terminate attempt {attempt + 1} failed: {_one_line(error)}")
+            time.sleep(min(30.0, self.reconnect_wait_s * (2**attempt)))
+        message = (
+            f"COULD NOT VERIFY that {self.provider.name} instance {instance.instance_id} is terminated after "
+            f"{self.terminate_attempts} attempts: terminate it in the provider's console. Scriba will try again "
+            "at its next start."
+        )
+        self.ledger.record_failed(ledger_id, message)
+        self._emit("status", message)
+
+    def _verify_terminated(self, instance_id: str, timeout_s: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.provider.is_terminated(instance_id):
+                return True
+            time.sleep(min(5.0, self.reconnect_wait_s * 2))
+        return False
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+@contextlib.contextmanager
+def _temporary_dir() -> Any:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="scriba-offload-") as directory:
+        yield Path(directory)

@@ -1,0 +1,116 @@
+"""A real OpenSSH server on 127.0.0.1 for offload tests: a free port, a temporary host key, one authorized key.
+
+It runs as the test's own user (root on CI, where privilege separation needs /run/sshd) with its own
+configuration file, so it touches neither the system's sshd nor ~/.ssh. ``restart(new_host_key=True)``
+brings it back on the same port with a different host key: the "changed host key" case.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _keygen(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.with_suffix(".pub").unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@dataclass
+class LoopbackSshd:
+    directory: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def user(self) -> str:
+        return getpass.getuser()
+
+    @property
+    def client_key(self) -> Path:
+        return self.directory / "client_key"
+
+    @property
+    def host_key(self) -> Path:
+        return self.directory / "host_key"
+
+    @property
+    def url(self) -> str:
+        return f"ssh://{self.user}@127.0.0.1:{self.port}"
+
+    def known_hosts_line(self) -> str:
+        kind, key = self.host_key.with_suffix(".pub").read_text().split()[:2]
+        return f"[127.0.0.1]:{self.port} {kind} {key}\n"
+
+    def write_known_hosts(self, path: Path) -> Path:
+        path.write_text(self.known_hosts_line())
+        return path
+
+    def start(self, new_host_key: bool = False) -> None:
+        assert shutil.which("ssh-keygen") and Path(SSHD).exists(), "openssh-server missing: run `make test`"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if new_host_key or not self.host_key.exists():
+            _keygen(self.host_key)
+        if not self.client_key.exists():
+            _keygen(self.client_key)
+            (self.directory / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
+            (self.directory / "authorized_keys").chmod(0o600)
+        config = self.directory / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key}",
+                    f"AuthorizedKeysFile {self.directory / 'authorized_keys'}",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PermitRootLogin prohibit-password",
+                    f"PidFile {self.directory / 'sshd.pid'}",
+                    "Subsystem sftp internal-sftp",
+                    "LogLevel ERROR",
+                    "MaxSessions 50",
+                    "MaxStartups 50",
+                ]
+            )
+            + "\n"
+        )
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
+        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"sshd exited: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("sshd did not listen within 10 s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def restart(self, new_host_key: bool = False) -> None:
+        self.stop()
+        self.start(new_host_key=new_host_key)

@@ -1,0 +1,307 @@
+"""The teardown ledger: written before a launch, swept at start-up, against real adapters and a replay server."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.cloud.ledger import LaunchState, Ledger, LedgerStateError, Owner
+from app.cloud.providers import LambdaCloud, RunPod
+from app.cloud.types import Offer
+from tests.cloud.replay_server import FakeClock, ReplayServer, Reply
+
+KEY = "ledger-test-key-91c2-SECRET"
+LAMBDA_ID = "0920582c7ff041399e34823a0be62549"
+LABEL = "scriba-job-7-1"
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with ReplayServer() as replay:
+        yield replay
+    assert not replay.unmatched, [f"{r.method} {r.path}" for r in replay.unmatched]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def dead_pid() -> int:
+    """The pid of a process that has exited: what a crashed Scriba leaves in the ledger."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def crashed_owner(dead_pid: int) -> Owner:
+    return Owner(socket.gethostname(), dead_pid, "token-of-a-crashed-run")
+
+
+OFFER = Offer(
+    provider="lambda",
+    offer="gpu_1x_a10",
+    gpu="A10",
+    gpu_count=1,
+    vram_gb=24.0,
+    usd_per_hour=0.75,
+    spot_usd_per_hour=None,
+    billing="per-minute",
+    boot_minutes=5.0,
+    price_source="api:lambda",
+    price_date="2026-01-01",
+    launchable=True,
+    region="us-east-1",
+)
+
+
+def lambda_instance(status: str, name: str = LABEL) -> dict:
+    return {"id": LAMBDA_ID, "name": name, "ip": "198.51.100.7", "status": status, "ssh_key_names": []}
+
+
+def make_lambda(server: ReplayServer, clock: FakeClock) -> LambdaCloud:
+    return LambdaCloud(KEY, base_url=server.url + "/api/v1", sleep=clock.sleep, clock=clock.monotonic)
+
+
+def crashed_run(directory: Path, dead_pid: int) -> Ledger:
+    """The ledger as a run that was killed mid-job would have written it."""
+    return Ledger(directory, owner=crashed_owner(dead_pid))
+
+
+# ------------------------------------------------------------------------------------------------ recording
+
+
+def test_a_launch_is_open_from_intent_until_verified_terminated(tmp_path: Path) -> None:
+    with Ledger(tmp_path) as ledger:
+        ledger_id = ledger.record_intent("lambda", OFFER, LABEL, job_ref="job 7", budget_usd=2.5)
+        assert [e.id for e in ledger.open_entries()] == [ledger_id]
+        entry = ledger.get(ledger_id)
+        assert (entry.state, entry.instance_id, entry.offer, entry.budget_usd) == (
+            LaunchState.INTENDED,
+            None,
+            OFFER,
+            2.5,
+        )
+
+        ledger.record_instance(ledger_id, LAMBDA_ID)
+        ledger.record_ready(ledger_id)
+        ledger.record_terminate_requested(ledger_id)
+        ledger.record_terminated(ledger_id, verified=False)
+        assert ledger.get(ledger_id).is_open  # asked to end, not confirmed: still open
+
+        ledger.record_terminated(ledger_id, verified=True)
+        entry = ledger.get(ledger_id)
+        assert not ledger.open_entries()
+        assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == LAMBDA_ID
+        assert entry.launched_at and entry.ready_at and entry.terminate_requested_at and entry.terminated_at
+
+
+def test_the_database_is_durable_and_versioned(tmp_path: Path) -> None:
+    Ledger(tmp_path).close()
+    db = sqlite3.connect(tmp_path / "cloud-ledger.sqlite3")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(RuntimeError, match="newer Scriba"):
+        Ledger(tmp_path)
+
+
+def test_a_refused_launch_closes_but_a_machine_with_an_id_cannot_be_hidden(tmp_path: Path) -> None:
+    with Ledger(tmp_path) as ledger:
+        refused = ledger.record_intent("lambda", OFFER, LABEL)
+        ledger.record_not_launched(refused, "no capacity")
+        assert not ledger.get(refused).is_open
+
+        launched = ledger.record_intent("lambda", OFFER, "scriba-job-7-2")
+        ledger.record_instance(launched, LAMBDA_ID)
+        with pytest.raises(LedgerStateError):
+            ledger.record_not_launched(launched, "oops")
+        assert ledger.get(launched).is_open
+
+
+def test_an_entry_of_a_running_process_is_not_an_orphan(tmp_path: Path, dead_pid: int) -> None:
+    with Ledger(tmp_path) as ours, crashed_run(tmp_path, dead_pid) as crashed:
+        mine = ours.record_intent("lambda", OFFER, LABEL)
+        theirs = crashed.record_intent("lambda", OFFER, "scriba-job-8-1")
+        earlier_same_pid = Ledger(tmp_path, owner=Owner(ours.owner.host, ours.owner.pid, "a-previous-run"))
+        previous = earlier_same_pid.record_intent("lambda", OFFER, "scriba-job-9-1")
+        earlier_same_pid.close()
+        alive = {entry.id: ours.owner_alive(entry) for entry in ours.open_entries()}
+        assert alive == {mine: True, theirs: False, previous: False}
+
+
+# ------------------------------------------------------------------------------------------------ start-up sweep
+
+
+def test_an_orphan_left_by_a_crash_is_terminated_and_the_ledger_is_clean(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL, job_ref="job 7")
+        crashed.record_instance(ledger_id, LAMBDA_ID)
+        crashed.record_ready(ledger_id)
+    server.route("POST", "/api/v1/instance-operations/terminate", {"data": {"terminated_instances": []}})
+    server.route(
+        "GET",
+        f"/api/v1/instances/{LAMBDA_ID}",
+        {"data": lambda_instance("terminating")},
+        {"data": lambda_instance("terminated")},
+    )
+    messages: list[str] = []
+
+    with Ledger(tmp_path) as ledger:
+        results = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+        assert not ledger.open_entries()
+        entry = ledger.get(ledger_id)
+        assert entry.state is LaunchState.TERMINATED and entry.verified
+
+    assert [(r.ledger_id, r.outcome, r.instance_ids) for r in results] == [(ledger_id, "terminated", (LAMBDA_ID,))]
+    assert LAMBDA_ID in messages[0] and "terminating it now" in messages[0]
+    assert "is terminated" in messages[-1]
+    assert server.calls("POST", "/api/v1/instance-operations/terminate")[0].json() == {"instance_ids": [LAMBDA_ID]}
+
+
+def test_an_intent_without_an_id_is_found_by_its_label(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("runpod", OFFER, LABEL)  # crashed before the id came back
+    pod = {"id": "7h9k2m4n6p", "name": LABEL, "status": "STARTING", "ssh": {"proxy": None, "direct": None}}
+    other = {**pod, "id": "zz", "name": "scriba-job-7-10"}  # same prefix, another job: not touched
+    server.route("GET", "/v2/pods", {"pods": [other, pod]})
+    server.route("DELETE", "/v2/pods/7h9k2m4n6p", Reply(204))
+    server.route("GET", "/v2/pods/7h9k2m4n6p", Reply(404, {"title": "Not Found", "status": 404}))
+    provider = RunPod(KEY, base_url=server.url + "/v2", sleep=clock.sleep, clock=clock.monotonic)
+    messages: list[str] = []
+
+    with Ledger(tmp_path) as ledger:
+        [result] = ledger.sweep_orphans({"runpod": provider}, messages.append)
+        entry = ledger.get(ledger_id)
+
+    assert (result.outcome, result.instance_ids) == ("terminated", ("7h9k2m4n6p",))
+    assert entry.instance_id == "7h9k2m4n6p" and entry.verified and not entry.is_open
+    assert not server.calls("DELETE", "/v2/pods/zz")
+    assert any("7h9k2m4n6p" in message for message in messages)
+
+
+def test_an_intent_whose_machine_never_existed_is_closed(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+    server.route("GET", "/api/v1/instances", {"data": [lambda_instance("active", name="scriba-job-99-1")]})
+    messages: list[str] = []
+
+    with Ledger(tmp_path) as ledger:
+        [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+        entry = ledger.get(ledger_id)
+
+    assert result.outcome == "never_launched" and entry.state is LaunchState.NOT_LAUNCHED
+    assert "nothing is running or billing" in messages[0]
+    assert not server.calls("POST", "/api/v1/instance-operations/terminate")
+
+
+def test_a_terminate_that_keeps_failing_leaves_the_entry_open_with_the_reason(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+        crashed.record_instance(ledger_id, LAMBDA_ID)
+    server.route(
+        "POST",
+        "/api/v1/instance-operations/terminate",
+        Reply(500, {"error": {"code": "global/unknown", "message": "Something went wrong"}}),
+    )
+    server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("active")})
+    messages: list[str] = []
+
+    with Ledger(tmp_path) as ledger:
+        [result] = ledger.sweep_orphans(
+            {"lambda": make_lambda(server, clock)}, messages.append, verify_timeout_s=120, poll_s=10
+        )
+        [entry] = ledger.open_entries()
+
+    assert result.outcome == "failed" and entry.id == ledger_id
+    assert entry.state is LaunchState.TERMINATE_REQUESTED and not entry.verified
+    assert entry.reason and "HTTP 500" in entry.reason
+    assert "Could not confirm" in messages[-1] and "https://cloud.lambda.ai/instances" in messages[-1]
+    assert "still be billing" in messages[-1]
+    assert len(server.calls("POST", "/api/v1/instance-operations/terminate")) > 5  # retried, not given up at once
+
+
+def test_entries_of_live_processes_and_providers_without_a_key(tmp_path: Path, dead_pid: int) -> None:
+    messages: list[str] = []
+    with Ledger(tmp_path) as ledger, crashed_run(tmp_path, dead_pid) as crashed:
+        ledger.record_intent("lambda", OFFER, LABEL)  # this process: in use, not swept
+        orphan = crashed.record_intent("vast", OFFER, "scriba-job-8-1")
+        results = ledger.sweep_orphans({}, messages.append)
+        assert [(r.ledger_id, r.outcome) for r in results] == [(orphan, "skipped")]
+        assert "no vast API key" in messages[0]
+        assert ledger.get(orphan).is_open  # still there for the next start
+
+
+def test_a_failing_notifier_does_not_stop_the_sweep(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        crashed.record_intent("lambda", OFFER, LABEL)
+    server.route("GET", "/api/v1/instances", {"data": []})
+
+    def broken(message: str) -> None:
+        raise RuntimeError("window closed")
+
+    with Ledger(tmp_path) as ledger:
+        [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, broken)
+    assert result.outcome == "never_launched"
+
+
+def test_no_secret_reaches_the_ledger(tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+        crashed.record_instance(ledger_id, LAMBDA_ID)
+    # A provider that echoes the key in its error text: the reason stored must not carry it.
+    server.route(
+        "POST",
+        "/api/v1/instance-operations/terminate",
+        Reply(400, {"error": {"code": "global/invalid-parameters", "message": f"bad request for key {KEY}"}}),
+    )
+    server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("active")})
+    with Ledger(tmp_path) as ledger:
+        ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, lambda message: None, verify_timeout_s=10)
+        assert ledger.get(ledger_id).reason
+    for path in tmp_path.iterdir():
+        assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_an_offer_given_by_name_and_a_database_path_as_the_offload_passes_them(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    database = tmp_path / "data" / "cloud-ledger.sqlite3"
+    with Ledger(database, owner=crashed_owner(dead_pid)) as crashed:
+        ledger_id = crashed.record_intent("lambda", "gpu_1x_a10", LABEL, "job 7", None)
+    assert database.is_file()
+    server.route("GET", "/api/v1/instances", {"data": []})
+    messages: list[str] = []
+    with Ledger(database) as ledger:
+        entry = ledger.get(ledger_id)
+        assert (entry.offer_name, entry.offer) == ("gpu_1x_a10", None)
+        ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+    assert "gpu_1x_a10" in messages[0]
+
+
+def test_an_entry_for_the_users_own_ssh_host_is_closed_quietly(tmp_path: Path, dead_pid: int) -> None:
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("ssh", "me@gpu-box:22", "scriba-1700000000")
+    messages: list[str] = []
+    with Ledger(tmp_path) as ledger:
+        [result] = ledger.sweep_orphans({}, messages.append)
+        assert result.outcome == "closed" and not ledger.get(ledger_id).is_open
+    assert messages == []

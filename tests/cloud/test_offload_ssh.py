@@ -1,0 +1,305 @@
+"""Offload end to end against a real OpenSSH server on 127.0.0.1 (tests/cloud/sshd.py): the remote side is
+`scriba worker` from this checkout, run by sshd like on any SSH host; the engine is the real one (tiny.en).
+
+Every failure case ends with the job failed or finished, nothing left running on the "remote", its work
+directory gone, and the ledger without an open entry.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile
+
+from app.cloud.offload import BudgetExceeded, Offload, OffloadCancelled, OffloadEvent, RemoteSetup
+from app.cloud.ssh_host import SshHostProvider
+from app.cloud.transport import HostKeyError, SshSession, parse_ssh_url
+from app.core.jobs import JobOptions
+from tests.cloud.sshd import LoopbackSshd
+from tests.test_cli import scriba
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTILE = 'it\'s "$(touch pwned)"; rm -rf ~;\nsecond take $HOME.wav'
+OPTIONS = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("txt", "json"))
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def remote_env(tmp_path: Path) -> tuple[tuple[str, str], ...]:
+    """The remote worker runs this checkout, with its own cache and data folders (nothing of the user's)."""
+    home = tmp_path / "remote-home"
+    return (
+        ("PYTHONPATH", str(REPO)),
+        ("XDG_CACHE_HOME", str(home / "cache")),
+        ("XDG_DATA_HOME", str(home / "data")),
+        ("PYANNOTE_METRICS_ENABLED", "0"),
+    )
+
+
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> list[Path]:
+    """pyannote's sample call twice: once plainly named, once with a name built to break a careless shell."""
+    folder = tmp_path_factory.mktemp("inputs")
+    plain = folder / "call one.wav"
+    hostile = folder / HOSTILE
+    samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
+    soundfile.write(plain, samples, rate)
+    # The second is 48 kHz stereo float: the same speech in a file big enough to cut mid-upload.
+    wide = np.repeat(np.interp(np.arange(len(samples) * 3) / 3, np.arange(len(samples)), samples)[:, None], 2, 1)
+    soundfile.write(hostile, wide.astype(np.float32), rate * 3, subtype="FLOAT")
+    return [plain, hostile]
+
+
+def _work_dirs() -> set[str]:
+    return set(glob.glob("/tmp/scriba-*"))
+
+
+def _offload(sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], **kwargs: Any) -> Offload:
+    from app.cloud.ledger import Ledger
+
+    endpoint = parse_ssh_url(sshd.url, sshd.client_key)
+    provider = SshHostProvider(endpoint)
+    return Offload(
+        provider,
+        provider.offer(),
+        Ledger(tmp_path / "ledger.sqlite3"),
+        options=OPTIONS,
+        key_file=sshd.client_key,
+        known_hosts=sshd.write_known_hosts(tmp_path / "known_hosts"),
+        pin_new_host=False,
+        setup=RemoteSetup((sys.executable, "-m", "app"), remote_env),
+        heartbeat_s=1.0,
+        poll_s=0.2,
+        reconnect_wait_s=0.2,
+        **kwargs,
+    )
+
+
+def _open_ledger_entries(tmp_path: Path) -> list[Any]:
+    from app.cloud.ledger import Ledger
+
+    return list(Ledger(tmp_path / "ledger.sqlite3").open_entries())
+
+
+def test_offload_two_files_one_hostile_equals_local_run(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    before = _work_dirs()
+    env_args = [argument for name, value in remote_env for argument in ("--remote-env", f"{name}={value}")]
+    common = ["--model", "tiny.en", "--language", "en", "--diarizer", "embedded", "-f", "txt,json"]
+    result = scriba(
+        "--data-dir",
+        str(tmp_path / "data"),
+        "offload",
+        "run",
+        *map(str, two_files),
+        "--provider",
+        "ssh",
+        "--host",
+        sshd.url,
+        "--identity",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(sshd.write_known_hosts(tmp_path / "known_hosts")),
+        "--remote-command",
+        f"{sys.executable} -m app",
+        *env_args,
+        *common,
+        "-o",
+        str(tmp_path / "remote"),
+    )
+    assert result.returncode == 0, result.stderr
+    local = scriba("transcribe", *map(str, two_files), *common, "-o", str(tmp_path / "local"), "-q")
+    assert local.returncode == 0, local.stderr
+    for path in two_files:
+        remote_txt = (tmp_path / "remote" / f"{path.stem}.txt").read_text()
+        assert remote_txt == (tmp_path / "local" / f"{path.stem}.txt").read_text()
+        remote_json = json.loads((tmp_path / "remote" / f"{path.stem}.json").read_text())
+        assert remote_json["source"] == str(path.absolute())
+        assert "SPEAKER_00" in remote_txt and "hello" in remote_txt.lower()
+    # The hostile name never reached a shell: nothing was created by it, here or in the remote home.
+    assert not list(Path.home().glob("pwned")) and not list(Path.cwd().glob("pwned"))
+    assert _work_dirs() == before, "the remote work directory was removed"
+    assert _open_ledger_entries(tmp_path / "data") == []
+    assert "remote work directory removed" in result.stderr
+
+
+def test_dropped_connection_during_upload_resumes(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    dropped: list[int] = []
+
+    def cut_once(session: SshSession, position: int, size: int) -> None:
+        if not dropped and size > 4_000_000 and position > size * 0.4:
+            dropped.append(position)
+            session.drop()  # the network goes away in the middle of the big file
+
+    offload = _offload(sshd, tmp_path, remote_env, upload_hook=cut_once)
+    result = offload.run(two_files)
+    assert dropped and offload.reconnects >= 1
+    total = sum(path.stat().st_size for path in two_files)
+    # Resumed from what had arrived, not restarted (a restart would send the cut file's first 40 % again).
+    assert offload.uploaded_bytes < total + 256 * 1024, (offload.uploaded_bytes, total)
+    assert sorted(result.transcripts) == [0, 1] and result.failures == {}
+    assert "hello" in result.transcripts[1].text.lower()
+    assert _open_ledger_entries(tmp_path) == []
+
+
+def test_killed_remote_worker_fails_the_job_and_cleans_up(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    killed: list[int] = []
+    offload: Offload
+
+    def kill_worker_on_start(event: OffloadEvent) -> None:
+        if event.kind == "started" and not killed and offload.work:
+            pid = int(Path(offload.work, "worker.pid").read_text())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    offload = _offload(sshd, tmp_path, remote_env, on_event=kill_worker_on_start)
+    work_before = _work_dirs()
+    result = offload.run(two_files)
+    assert killed
+    assert result.transcripts == {}
+    assert set(result.failures) == {0, 1}
+    assert all("the remote worker stopped unexpectedly" in reason for reason in result.failures.values())
+    assert offload.work is not None and not Path(offload.work).exists()
+    assert _work_dirs() == work_before
+    assert _open_ledger_entries(tmp_path) == []
+
+
+def test_changed_host_key_is_refused_before_anything_is_sent(
+    tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    server = LoopbackSshd(tmp_path / "sshd")
+    server.start()
+    try:
+        known_hosts = server.write_known_hosts(tmp_path / "known_hosts")
+        server.restart(new_host_key=True)  # same address, another machine (or someone in between)
+        before = _work_dirs()
+        result = scriba(
+            "--data-dir",
+            str(tmp_path / "data"),
+            "offload",
+            "run",
+            str(two_files[0]),
+            "--provider",
+            "ssh",
+            "--host",
+            server.url,
+            "--identity",
+            str(server.client_key),
+            "--known-hosts",
+            str(known_hosts),
+            "--remote-command",
+            f"{sys.executable} -m app",
+        )
+        assert result.returncode == 1
+        assert "HOST KEY CHANGED" in result.stderr and "Nothing was uploaded" in result.stderr
+        assert _work_dirs() == before
+        assert _open_ledger_entries(tmp_path / "data") == []
+    finally:
+        server.stop()
+
+
+def test_unknown_host_key_is_never_accepted_silently(sshd: LoopbackSshd, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    session = SshSession(parse_ssh_url(sshd.url, sshd.client_key), empty)
+    with pytest.raises(HostKeyError, match=rf"ssh-keyscan -p {sshd.port} 127.0.0.1 >> "):
+        session.connect()
+    assert empty.read_text() == ""
+
+
+def test_a_rented_machine_key_is_pinned_and_a_change_aborts(tmp_path: Path) -> None:
+    server = LoopbackSshd(tmp_path / "sshd")
+    server.start()
+    try:
+        pinned = tmp_path / "scriba_known_hosts"
+        session = SshSession(parse_ssh_url(server.url, server.client_key), pinned, pin_new_host=True)
+        session.connect()
+        assert session.run(["echo", "ok"])[1].strip() == "ok"
+        session.close()
+        assert pinned.read_text().split()[:2] == server.known_hosts_line().split()[:2]
+        server.restart(new_host_key=True)
+        with pytest.raises(HostKeyError, match="HOST KEY CHANGED"):
+            session.connect()
+    finally:
+        server.stop()
+
+
+def test_cancel_stops_the_remote_worker_and_cleans_up(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    offload: Offload
+
+    def cancel_on_progress(event: OffloadEvent) -> None:
+        if event.kind == "progress":
+            offload.cancel()
+
+    offload = _offload(sshd, tmp_path, remote_env, on_event=cancel_on_progress)
+    before = _work_dirs()
+    with pytest.raises(OffloadCancelled):
+        offload.run(two_files)
+    assert _work_dirs() == before
+    pids = subprocess.run(["pgrep", "-f", "app worker run"], capture_output=True, text=True).stdout.split()
+    assert pids == [], "no remote worker left running"
+    assert _open_ledger_entries(tmp_path) == []
+
+
+def test_a_launch_over_budget_is_refused(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
+) -> None:
+    offload = _offload(sshd, tmp_path, remote_env, budget_usd=0.50, estimate_usd=0.80)
+    with pytest.raises(BudgetExceeded, match=r"\$0.80\) is over the budget \(\$0.50"):
+        offload.run(two_files)
+    assert _open_ledger_entries(tmp_path) == []
+
+
+def test_watchdog_ends_the_work_when_the_heartbeat_stops(tmp_path: Path) -> None:
+    work = tmp_path / "scriba-work"
+    work.mkdir()
+    (work / "heartbeat").touch()
+    worker = subprocess.Popen(["setsid", "sleep", "300"])
+    (work / "worker.pid").write_text(str(worker.pid))
+    started = time.monotonic()
+    watchdog = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "worker",
+            "watchdog",
+            "--dir",
+            str(work),
+            "--heartbeat-timeout",
+            "2",
+            "--remove-work",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert watchdog.returncode == 1
+    assert worker.wait(timeout=10) == -signal.SIGKILL
+    assert not work.exists()
+    assert time.monotonic() - started >= 2
