@@ -117,10 +117,40 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands.add_parser("clear", help="delete the stored token")
     token_commands.add_parser("status", help="say whether a token is available and from where")
     _add_queue_parser(commands)
+    dictate = commands.add_parser("dictate", help="transcribe the microphone (or a file replayed) as you speak")
+    dictate.add_argument("--list-devices", action="store_true", help="list the input devices and exit")
+    dictate.add_argument("--device", default=None, help="input device: index or name (default: the system's)")
+    dictate.add_argument("--model", default="tiny.en", help="catalog name or CTranslate2 directory (default: tiny.en)")
+    dictate.add_argument("--language", default=None, help="language code; default: detect once (en for *.en)")
+    dictate.add_argument("--compute-device", choices=("auto", "cpu", "cuda"), default="auto")
+    dictate.add_argument("--jsonl", action="store_true", help="one JSON object per partial/final event")
+    dictate.add_argument("--from-file", type=Path, default=None, metavar="F", help="replay a file instead")
+    dictate.add_argument("--realtime", action="store_true", help="with --from-file: replay at the speed of speech")
+    dictate.add_argument(
+        "--save", type=Path, default=None, metavar="DIR", help="keep the audio (WAV) in DIR and the text as a job"
+    )
+    _add_offload_parser(commands)
+    from app.cloud.run_cli import add_worker_parser
+
+    add_worker_parser(commands)
     doctor = commands.add_parser("doctor", help="check the GPU, drivers and libraries; say what Scriba would use")
     doctor.add_argument("--json", action="store_true", help="the report as JSON (stable top-level keys)")
     doctor.add_argument("--no-smoke-test", action="store_true", help="do not run tiny.en on the selected device")
     return parser
+
+
+def _add_offload_parser(commands: Any) -> None:
+    from app.cloud.run_cli import add_run_parser
+
+    offload = commands.add_parser("offload", help="estimate, then run jobs on a rented GPU or your own SSH host")
+    actions = offload.add_subparsers(dest="offload_command", metavar="ACTION", required=True)
+    add_run_parser(actions, _add_job_options)
+    from app.cloud.offload_cli import add_offload_estimate_parser
+
+    add_offload_estimate_parser(actions)
+    from app.cloud.run_cli import add_sweep_and_key_parsers
+
+    add_sweep_and_key_parsers(actions)
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -368,14 +398,14 @@ def _format_seconds(seconds: float | None) -> str:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    from app.core.jobs import JobNotFoundError, JobOptions, JobStateError, JobStore, media_files
+    from app.core.jobs import JobNotFoundError, JobStateError, JobStore, media_files
 
     store = JobStore(resolve_data_dir(args.data_dir))
     for job_id in store.recovered:
         print(f"note: job {job_id} was interrupted (its process stopped) and is queued again", file=sys.stderr)
     try:
         if args.queue_command == "add":
-            return _queue_add(store, args, JobOptions, media_files)
+            return _queue_add(store, args, media_files)
         if args.queue_command == "list":
             return _queue_list(store, args.json)
         if args.queue_command == "run":
@@ -412,10 +442,11 @@ def cmd_queue(args: argparse.Namespace) -> int:
     return 2
 
 
-def _queue_add(store: Any, args: argparse.Namespace, job_options: Any, media_files: Any) -> int:
-    from app.core.audio import probe_duration
+def job_options_from_args(args: argparse.Namespace) -> Any:
+    """The JobOptions of the options added by ``_add_job_options``."""
+    from app.core.jobs import JobOptions
 
-    options = job_options(
+    return JobOptions(
         model=args.model,
         language=args.language,
         diarize=args.diarize,
@@ -429,6 +460,12 @@ def _queue_add(store: Any, args: argparse.Namespace, job_options: Any, media_fil
         formats=args.formats,
         output_dir=str(args.output_dir.absolute()) if args.output_dir else None,
     )
+
+
+def _queue_add(store: Any, args: argparse.Namespace, media_files: Any) -> int:
+    from app.core.audio import probe_duration
+
+    options = job_options_from_args(args)
     files = media_files(args.inputs)
     if not files:
         print("scriba: error: no media files found in what was given", file=sys.stderr)
@@ -530,6 +567,116 @@ def split_open_files(argv: list[str]) -> tuple[list[str], list[Path]]:
     return argv, []
 
 
+def _input_device(text: str | None) -> int | str | None:
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def cmd_dictate(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import threading
+
+    from app.core.dictation import (
+        AudioInputError,
+        Dictation,
+        DictationEvent,
+        DictationOptions,
+        FileSource,
+        MicrophoneSource,
+        list_input_devices,
+    )
+    from app.core.errors import ScribaError
+    from app.core.transcribe import select_device
+
+    if args.list_devices:
+        try:
+            devices = list_input_devices()
+        except AudioInputError as error:
+            print(f"scriba: error: {error}", file=sys.stderr)
+            return 1
+        for device in devices:
+            if args.jsonl:
+                print(json.dumps(device))
+            else:
+                mark = "*" if device["is_default"] else " "
+                print(
+                    f"{mark} {device['index']:>3}  {device['name']}  ({device['channels']} ch, "
+                    f"{device['default_samplerate']:.0f} Hz, {device['hostapi']})"
+                )
+        if not devices and not args.jsonl:
+            print("no input devices found (is a microphone connected, and PortAudio/PulseAudio running?)")
+        return 0
+    if args.realtime and args.from_file is None:
+        print("scriba: error: --realtime replays a file: give --from-file F too", file=sys.stderr)
+        return 2
+
+    interactive = sys.stdout.isatty() and not args.jsonl
+    finals: list[DictationEvent] = []
+    output_lock = threading.Lock()
+
+    def show(event: DictationEvent) -> None:
+        with output_lock:
+            if event.type == "final":
+                finals.append(event)
+            if args.jsonl:
+                if event.type in ("partial", "final"):
+                    print(json.dumps(event.to_json()), flush=True)
+            elif event.type == "status":
+                print(f"\r\033[K[{event.text}]" if interactive else f"[{event.text}]", file=sys.stderr, flush=True)
+            elif interactive:
+                # The partial on the current line, dimmed; a final replaces it and moves on to a new line.
+                if event.type == "partial":
+                    print(f"\r\033[K\033[2m{event.text}\033[0m", end="", flush=True)
+                else:
+                    print(f"\r\033[K{event.text}", flush=True)
+            elif event.type == "final":
+                print(event.text, flush=True)
+
+    try:
+        device, _ = select_device(args.compute_device)
+        options = DictationOptions(model=args.model, language=args.language, device=device)  # type: ignore[arg-type]
+        source = (
+            FileSource(args.from_file, realtime=args.realtime)
+            if args.from_file is not None
+            else MicrophoneSource(_input_device(args.device))
+        )
+        dictation = Dictation(options, source, show)
+        if args.from_file is not None:
+            dictation.run()
+        else:
+            stop = threading.Event()
+            previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            try:
+                dictation.start()
+                # Always on stderr (never mixed into --jsonl): scripts and tests wait for it before speaking.
+                print("Listening; Ctrl+C stops (everything said before it is kept).", file=sys.stderr, flush=True)
+                stop.wait()
+            finally:
+                signal.signal(signal.SIGINT, previous)
+                dictation.stop()  # flushes: the words said before Ctrl+C become final
+    except (ScribaError, ValueError, OSError) as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
+    if args.save is not None:
+        from app.core.dictation_save import save_dictation
+        from app.core.jobs import JobStore
+
+        decoder = dictation.decoder
+        saved = save_dictation(
+            dictation.recording(),
+            finals,
+            args.save,
+            store=JobStore(resolve_data_dir(args.data_dir)),
+            model=args.model,
+            language=getattr(decoder, "language", None) or args.language,
+            device=device,
+        )
+        where = f"; queued as job {saved.job.id}" if saved.job else ""
+        print(f"saved {saved.audio}{where}", file=sys.stderr)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     import json
 
@@ -566,6 +713,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_token(args)
     if args.command == "doctor":
         return cmd_doctor(args)
+    if args.command == "dictate":
+        return cmd_dictate(args)
+    if args.command == "worker":
+        from app.cloud.run_cli import cmd_worker
+
+        return cmd_worker(args)
+    if args.command == "offload" and args.offload_command == "estimate":
+        from app.cloud.offload_cli import cmd_offload_estimate
+
+        return cmd_offload_estimate(args)
+    if args.command == "offload" and args.offload_command == "sweep":
+        from app.cloud.run_cli import cmd_offload_sweep
+
+        return cmd_offload_sweep(resolve_data_dir(args.data_dir))
+    if args.command == "offload" and args.offload_command == "key":
+        from app.cloud.run_cli import cmd_offload_key
+
+        return cmd_offload_key(args)
+    if args.command == "offload":
+        from app.cloud.run_cli import cmd_offload_run
+
+        return cmd_offload_run(args, job_options_from_args, resolve_data_dir(args.data_dir))
     parser.print_help()
     return 2
 

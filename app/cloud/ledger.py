@@ -440,8 +440,8 @@ class Ledger:
         if provider is None:
             message = (
                 f"A {entry.provider} machine from an earlier run of Scriba ({entry.label}, {which}) may still be "
-                f"running, but Scriba has no {entry.provider} API key to check it. Store the key in the keyring "
-                "(service 'scriba') or end the machine in the provider's console."
+                f"running, but Scriba has no {entry.provider} API key to check it. Store the key with "
+                f"`scriba offload key set {entry.provider}`, or end the machine in the provider's console."
             )
             self.record_failed(entry.id, message)
             return done("skipped", message)

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,9 @@ class RemoteSetup:
     command: tuple[str, ...] = ("scriba",)
     env: tuple[tuple[str, str], ...] = ()  # e.g. PYTHONPATH for a checkout
     work_parent: str = "/tmp"
+    # A fresh rented machine has no Scriba: install this wheel (or one built from this checkout) into a venv there.
+    install_missing: bool = False
+    wheel: Path | None = None
 
     def argv(self, *args: str) -> list[str]:
         prefix = ["env", *(f"{name}={value}" for name, value in self.env)] if self.env else []
@@ -175,6 +179,7 @@ class Offload:
         self.upload_hook = upload_hook
         self.terminate_attempts = terminate_attempts
         self._cancel = threading.Event()
+        self._file_options: list[JobOptions] | None = None
         self._launched_at: float | None = None
         self._session: SshSession | None = None
         self.work: str | None = None
@@ -217,7 +222,11 @@ class Offload:
 
     # ------------------------------------------------------------------------------------------- main
 
-    def run(self, files: Sequence[Path], job_ref: str = "") -> OffloadResult:
+    def run(
+        self, files: Sequence[Path], job_ref: str = "", file_options: Sequence[JobOptions] | None = None
+    ) -> OffloadResult:
+        """Transcribe ``files`` remotely; ``file_options`` gives each file its own options (default: ``options``)."""
+        self._file_options = list(file_options) if file_options is not None else None
         if self.budget_usd is not None and self.estimate_usd is not None and self.estimate_usd > self.budget_usd:
             raise BudgetExceeded(
                 f"the estimate (${self.estimate_usd:.2f}) is over the budget (${self.budget_usd:.2f}): nothing was "
@@ -331,12 +340,31 @@ class Offload:
         status, out, err = self._reconnecting(
             "the set-up check", lambda: self.session.run(self.setup.argv("--version"), check=False)
         )
+        if (status != 0 or not out.startswith("scriba ")) and self.setup.install_missing:
+            self._install_remote()
+            status, out, err = self._reconnecting(
+                "the set-up check", lambda: self.session.run(self.setup.argv("--version"), check=False)
+            )
         if status != 0 or not out.startswith("scriba "):
             raise OffloadError(
                 f"Scriba does not run on {self._session.endpoint} ({(err or out).strip()[-300:]}). Install it there "
                 "(`pip install scriba`) or give the command that runs it (--remote-command)."
             )
         self._emit("status", f"remote: {out.strip()}")
+
+    def _install_remote(self) -> None:
+        """Upload Scriba's wheel and install it with its dependencies into a venv in the remote home."""
+        wheel = self.setup.wheel or build_wheel()
+        self._emit("status", f"installing {wheel.name} on the remote machine (a few minutes on a fresh machine)")
+        _, home, _ = self.session.run(["sh", "-c", 'printf %s "$HOME"'])
+        home = home.strip() or "/root"
+        remote_wheel = f"{home}/scriba-setup/{wheel.name}"
+        venv = f"{home}/scriba-venv"
+        self.session.run(["mkdir", "-p", f"{home}/scriba-setup"])
+        self._reconnecting("uploading Scriba", lambda: self.session.upload(wheel, remote_wheel))
+        self.session.run(["python3", "-m", "venv", venv], timeout_s=300)
+        self.session.run([f"{venv}/bin/python", "-m", "pip", "install", "--quiet", remote_wheel], timeout_s=1800)
+        self.setup = replace(self.setup, command=(f"{venv}/bin/scriba",))
 
     def _upload(self, path: Path, remote: str, done_before: int, total: int) -> None:
         assert self._session is not None
@@ -356,7 +384,15 @@ class Offload:
         assert self._session is not None
         spec = {
             "version": SPEC_VERSION,
-            "files": [{"index": index, "name": name} for index, name in enumerate(names)],
+            "files": [
+                {"index": index, "name": name}
+                | (
+                    {"options": self._file_options[index].to_dict() | {"output_dir": None}}
+                    if self._file_options
+                    else {}
+                )
+                for index, name in enumerate(names)
+            ],
             "options": self.options.to_dict() | {"output_dir": None},
             "gpu_interval": 2.0,
         }
@@ -568,6 +604,32 @@ class Offload:
                 return True
             time.sleep(min(5.0, self.reconnect_wait_s * 2))
         return False
+
+
+def build_wheel() -> Path:
+    """A wheel of the running Scriba, built from its checkout (for a remote without Scriba)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        raise OffloadError(
+            "Scriba is not installed on the remote and this installation has no source to build it from: install "
+            "it there (`pip install scriba`) or give the command that runs it (--remote-command)."
+        )
+    target = Path(tempfile.mkdtemp(prefix="scriba-wheel-"))
+    uv = shutil.which("uv")
+    command = (
+        [uv, "build", "--wheel", "--out-dir", str(target), str(root)]
+        if uv
+        else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(target), str(root)]
+    )
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    wheels = sorted(target.glob("scriba-*.whl"))
+    if result.returncode != 0 or not wheels:
+        raise OffloadError(f"could not build Scriba's wheel for the remote: {result.stderr.strip()[-400:]}")
+    return wheels[-1]
 
 
 def _one_line(error: BaseException) -> str:

@@ -84,7 +84,15 @@ def run_worker(work: Path) -> int:
         if spec.get("version") != SPEC_VERSION:
             raise ValueError(f"spec version {spec.get('version')} (this worker reads {SPEC_VERSION})")
         options = JobOptions.from_dict(spec["options"])
-        files = [(int(entry["index"]), work / str(entry["name"])) for entry in spec["files"]]
+        # A file may carry its own options (jobs queued with different settings, offloaded together).
+        files = [
+            (
+                int(entry["index"]),
+                work / str(entry["name"]),
+                JobOptions.from_dict(entry["options"]) if entry.get("options") else options,
+            )
+            for entry in spec["files"]
+        ]
     except (OSError, ValueError, KeyError, TypeError) as error:
         events.write("finished", error=f"unusable spec.json: {error}")
         return 2
@@ -98,7 +106,7 @@ def run_worker(work: Path) -> int:
     out = work / "out"
     out.mkdir(exist_ok=True)
     try:
-        for index, path in files:
+        for index, path, file_options in files:
             target = out / f"{index:04d}.json"
             if target.is_file():
                 events.write("done", index=index, transcript=str(target.relative_to(work)), skipped=True)
@@ -125,7 +133,7 @@ def run_worker(work: Path) -> int:
                 )
 
             try:
-                transcript = engine.run(path, pipeline_options(options, token), report)
+                transcript = engine.run(path, pipeline_options(file_options, token), report)
             except ScribaError as error:
                 events.write("failed", index=index, error=str(error))
                 continue

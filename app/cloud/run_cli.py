@@ -84,19 +84,13 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
     from app.cloud.offload import Offload, OffloadError, RemoteSetup
     from app.cloud.ssh_host import SshHostProvider
     from app.cloud.transport import TransportError, parse_ssh_url
-    from app.core.export import export
 
     missing = [path for path in args.inputs if not path.is_file()]
     if missing:
         print(f"scriba: error: {missing[0]}: no such file; nothing was launched", file=sys.stderr)
         return 2
     if args.provider != "ssh":
-        print(
-            f"scriba: error: --provider {args.provider}: renting needs its API key (`scriba offload key set "
-            f"{args.provider}`) and is started from the estimate: run `scriba offload estimate` first",
-            file=sys.stderr,
-        )
-        return 2
+        return _run_rented(args, job_options_from_args(args), data_dir)
     if not args.host:
         print("scriba: error: --provider ssh needs --host ssh://user@host:port", file=sys.stderr)
         return 2
@@ -140,6 +134,155 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
     except (OffloadError, TransportError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return 1
+    return _export_results(args, options, result)
+
+
+def _choose_option(args: argparse.Namespace, options: Any) -> Any:
+    """The cheapest launchable row of the chosen provider (and GPU, when given) from the estimate."""
+    from app.cloud.estimate import Assumptions, Job, estimate
+    from app.cloud.offload_cli import media_seconds
+    from app.cloud.providers import normalize_gpu_name
+
+    seconds = sum(media_seconds(path) for path in args.inputs)
+    size = sum(path.stat().st_size for path in args.inputs)
+    job = Job(
+        audio_seconds=seconds,
+        model=options.model or "large-v3",
+        diarize=options.diarize,
+        upload_bytes=size,
+        files=len(args.inputs),
+    )
+    result = estimate(job, assumptions=Assumptions(include_local=False))
+    rows = [
+        option
+        for option in result.options
+        if option.offer.provider == args.provider
+        and option.offer.launchable
+        and (args.gpu is None or normalize_gpu_name(option.offer.gpu) == normalize_gpu_name(args.gpu))
+    ]
+    refused = [item for item in result.excluded if item.offer.provider == args.provider]
+    return (min(rows, key=lambda option: option.est_cost_usd) if rows else None), refused
+
+
+def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
+    from app.cloud.launch import build_rented_offload
+    from app.cloud.offload import OffloadError
+    from app.cloud.offload_cli import format_duration
+    from app.cloud.providers import ProviderError
+    from app.cloud.transport import TransportError
+    from app.core.errors import MediaError
+
+    try:
+        option, refused = _choose_option(args, options)
+    except MediaError as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 2
+    if option is None:
+        why = "; ".join(f"{item.offer.gpu}: {item.reason}" for item in refused[:3])
+        print(
+            f"scriba: error: no {args.gpu or 'GPU'} offer of {args.provider} fits this job"
+            + (f" ({why})" if why else ""),
+            file=sys.stderr,
+        )
+        return 2
+    offer = option.offer
+    summary = (
+        f"{args.provider} {offer.gpu} ({offer.vram_gb:.0f} GB) at ${option.usd_per_hour:.3f}/h: about "
+        f"{format_duration(option.est_seconds)}, about ${option.est_cost_usd:.2f} (price of {offer.price_date})"
+    )
+    print(f"estimate: {summary}", file=sys.stderr)
+    if args.budget is not None and option.est_cost_usd > args.budget:
+        print(
+            f"scriba: error: the estimate (${option.est_cost_usd:.2f}) is over the budget (${args.budget:.2f}): "
+            "nothing was launched",
+            file=sys.stderr,
+        )
+        return 1
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("scriba: error: renting needs a yes: run in a terminal, or pass --yes", file=sys.stderr)
+            return 2
+        answer = input("Rent it? The machine is destroyed when the job ends. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing was launched", file=sys.stderr)
+            return 1
+    token = None
+    if args.send_hf_token:
+        from app.core.secrets import huggingface_token
+
+        token, _ = huggingface_token()
+    try:
+        offload = build_rented_offload(
+            args.provider,
+            offer,
+            data_dir,
+            options=options,
+            on_event=_print_event,
+            budget_usd=args.budget,
+            estimate_usd=option.est_cost_usd,
+            hf_token=token,
+        )
+        result = offload.run(args.inputs, file_options=None)
+    except KeyboardInterrupt:
+        print("scriba: cancelled; the machine was torn down", file=sys.stderr)
+        return 130
+    except (OffloadError, TransportError, ProviderError) as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
+    return _export_results(args, options, result)
+
+
+def add_sweep_and_key_parsers(offload_commands: Any) -> None:
+    offload_commands.add_parser(
+        "sweep", help="find machines a crashed run left behind (in the ledger) and terminate them"
+    )
+    key = offload_commands.add_parser("key", help="a provider's API key, kept in the system keyring")
+    key.add_argument("key_action", choices=("set", "clear", "status"))
+    key.add_argument("provider", choices=PROVIDERS[1:])
+
+
+def cmd_offload_sweep(data_dir: Path) -> int:
+    from app.cloud.launch import ledger_for
+    from app.cloud.providers import configured_providers
+
+    ledger = ledger_for(data_dir)
+    if not ledger.open_entries():
+        print("the ledger is clean: no machine was left running")
+        return 0
+    results = ledger.sweep_orphans(configured_providers(), lambda message: print(message, file=sys.stderr))
+    still_open = ledger.open_entries()
+    print(f"{len(results)} checked; {len(still_open)} still open")
+    return 1 if still_open else 0
+
+
+def cmd_offload_key(args: argparse.Namespace) -> int:
+    import getpass
+
+    from app.cloud.providers import PROVIDER_CLASSES
+    from app.core.secrets import get_secret, set_secret
+
+    cls = PROVIDER_CLASSES[args.provider]
+    if args.key_action == "status":
+        print(
+            f"{cls.title}: {'a key is set' if get_secret(cls.key_name) else 'no key'} (keyring: scriba/{cls.key_name})"
+        )
+        return 0
+    if args.key_action == "clear":
+        set_secret(cls.key_name, None)
+        print(f"{cls.title}: key removed")
+        return 0
+    value = getpass.getpass(f"{cls.title} API key: ") if sys.stdin.isatty() else sys.stdin.readline()
+    if not value.strip():
+        print("scriba: error: empty key; nothing stored", file=sys.stderr)
+        return 2
+    set_secret(cls.key_name, value.strip())
+    print(f"{cls.title}: key stored in the system keyring (never in a file or log)")
+    return 0
+
+
+def _export_results(args: argparse.Namespace, options: Any, result: Any) -> int:
+    from app.core.export import export
+
     output = Path(options.output_dir) if options.output_dir else Path.cwd()
     used: dict[str, Path] = {}
     for index, transcript in sorted(result.transcripts.items()):

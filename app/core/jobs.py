@@ -346,6 +346,43 @@ class JobStore:
                 ids.append(cursor.lastrowid)
         return [self.get(job_id) for job_id in ids]
 
+    def add_transcribed(
+        self, source: Path, options: JobOptions, transcript: Transcript, note: str | None = None
+    ) -> Job:
+        """A job whose transcript exists already (a saved dictation), so that it can be exported, edited, or
+        retried with diarization like any other.
+
+        It is stored as running in this process first and finished through :meth:`finish`, so the transcript file
+        is complete before the row says done; a crash in between leaves a job the next start queues again (and
+        transcribes from the audio), never a done job without its transcript.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
+            cursor = db.execute(
+                "INSERT INTO jobs (source, options, state, position, duration, created_at, started_at, heartbeat_at, "
+                "attempts, worker, worker_host, worker_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                (
+                    str(Path(source).absolute()),
+                    json.dumps(options.to_dict()),
+                    JobState.RUNNING.value,
+                    last + 1,
+                    transcript.duration,
+                    now,
+                    now,
+                    now,
+                    f"{socket.gethostname()}:{os.getpid()}",
+                    socket.gethostname(),
+                    os.getpid(),
+                ),
+            )
+            assert cursor.lastrowid is not None
+            job_id = cursor.lastrowid
+        self.finish(job_id, transcript)
+        if note:
+            self.set_note(job_id, note)
+        return self.get(job_id)
+
     def changed(self) -> bool:
         """True when another connection (another process, the worker thread) committed since the last call.
 
@@ -374,6 +411,32 @@ class JobStore:
                 (JobState.RUNNING.value, now, now, worker, socket.gethostname(), os.getpid(), row["id"]),
             )
         return self.get(row["id"])
+
+    def claim(self, job_id: int, worker: str) -> Job:
+        """Take one particular queued job (the window offloading it); the local worker then leaves it alone."""
+        now = time.time()
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE jobs SET state = ?, progress = 0, stage = '', speed = NULL, eta = NULL, error = NULL, "
+                "note = NULL, started_at = ?, finished_at = NULL, heartbeat_at = ?, attempts = attempts + 1, "
+                "cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ? WHERE id = ? AND state = ?",
+                (
+                    JobState.RUNNING.value,
+                    now,
+                    now,
+                    worker,
+                    socket.gethostname(),
+                    os.getpid(),
+                    job_id,
+                    JobState.QUEUED.value,
+                ),
+            )
+        job = self.get(job_id)
+        if cursor.rowcount != 1:
+            raise JobStateError(
+                f"job {job_id} ({job.source.name}) is {job.state.value}, not queued: it cannot be taken"
+            )
+        return job
 
     def report_progress(
         self,

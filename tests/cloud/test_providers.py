@@ -792,7 +792,7 @@ def test_missing_key_says_where_to_put_it(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr("app.cloud.providers.get_secret", lambda name: None)
     with pytest.raises(AuthError) as caught:
         provider_from_keyring("runpod")
-    assert "keyring set scriba runpod_api_key" in str(caught.value)
+    assert "scriba offload key set runpod" in str(caught.value) and "runpod_api_key" in str(caught.value)
 
 
 def test_the_key_only_travels_over_https_or_to_this_machine() -> None:

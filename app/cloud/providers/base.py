@@ -125,8 +125,8 @@ class NotFound(ApiError):
 
 def missing_key_error(title: str, key_name: str, provider: str) -> AuthError:
     return AuthError(
-        f"No {title} API key is set. Store it in the system keyring under service '{KEYRING_SERVICE}', "
-        f"entry '{key_name}' (for example: keyring set {KEYRING_SERVICE} {key_name}).",
+        f"No {title} API key is set. Store it with `scriba offload key set {provider}` (it goes to the system "
+        f"keyring, service '{KEYRING_SERVICE}', entry '{key_name}').",
         key_name=key_name,
         provider=provider,
     )

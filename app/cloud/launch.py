@@ -1,0 +1,127 @@
+"""Building an :class:`Offload` for a provider: its key from the keyring, Scriba's own SSH key for rented
+machines, the pinned known-hosts file, the ledger, and a live offer for the row the user picked."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from app.cloud.ledger import Ledger
+from app.cloud.offload import Offload, OffloadEvent, RemoteSetup
+from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
+from app.cloud.types import Offer
+from app.core.jobs import JobOptions
+
+
+def cloud_dir(data_dir: Path) -> Path:
+    path = data_dir / "cloud"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ledger_for(data_dir: Path) -> Ledger:
+    return Ledger(data_dir / "cloud-ledger.sqlite3")
+
+
+def rented_machine_key(data_dir: Path) -> tuple[Path, str]:
+    """Scriba's own SSH key for machines it rents (never the user's personal key): path and public line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = cloud_dir(data_dir) / "id_ed25519"
+    public = private.with_suffix(".pub")
+    if not private.is_file() or not public.is_file():
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+        line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        descriptor = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(pem)
+        public.write_text(line.decode() + " scriba-rented-machines\n")
+    return private, public.read_text().strip()
+
+
+def live_offer_for(provider: Provider, chosen: Offer) -> Offer:
+    """The provider's current, rentable offer for the row the user picked (the table's rows are prices, not ids).
+
+    The cheapest live offer with the same GPU and at least as much memory; :class:`NoCapacity` when none is free.
+    """
+    if chosen.price_source.startswith("api:"):
+        return chosen
+    wanted = normalize_gpu_name(chosen.gpu)
+    candidates = [
+        offer
+        for offer in provider.offers()
+        if normalize_gpu_name(offer.gpu) == wanted and offer.vram_gb >= chosen.vram_gb - 0.5
+    ]
+    if not candidates:
+        raise NoCapacity(
+            f"{provider.title} has no {chosen.gpu} free right now: pick another row of the estimate",
+            provider=provider.name,
+        )
+    return min(candidates, key=lambda offer: offer.usd_per_hour)
+
+
+def build_rented_offload(
+    provider_name: str,
+    chosen: Offer,
+    data_dir: Path,
+    *,
+    options: JobOptions,
+    on_event: Callable[[OffloadEvent], None] | None,
+    budget_usd: float | None,
+    estimate_usd: float | None,
+    hf_token: str | None = None,
+    setup: RemoteSetup | None = None,
+) -> Offload:
+    provider = provider_from_keyring(provider_name)
+    key_file, public_key = rented_machine_key(data_dir)
+    return Offload(
+        provider,
+        live_offer_for(provider, chosen),
+        ledger_for(data_dir),
+        options=options,
+        key_file=key_file,
+        public_key=public_key,
+        known_hosts=cloud_dir(data_dir) / "known_hosts",
+        pin_new_host=True,  # a machine rented a minute ago: its first key is pinned, any change aborts
+        setup=setup or RemoteSetup(install_missing=True),
+        hf_token=hf_token,
+        budget_usd=budget_usd,
+        estimate_usd=estimate_usd,
+        on_event=on_event,
+    )
+
+
+def build_ssh_offload(
+    url: str,
+    data_dir: Path,
+    *,
+    identity: Path | None,
+    known_hosts: Path,
+    options: JobOptions,
+    on_event: Callable[[OffloadEvent], None] | None,
+    hf_token: str | None = None,
+    setup: RemoteSetup | None = None,
+    usd_per_hour: float = 0.0,
+) -> Offload:
+    """An offload to the user's own SSH host (``ssh://user@host:port``): nothing rented, its key must be known."""
+    from app.cloud.ssh_host import SshHostProvider
+    from app.cloud.transport import parse_ssh_url
+
+    provider = SshHostProvider(parse_ssh_url(url, identity), usd_per_hour)
+    return Offload(
+        provider,
+        provider.offer(),
+        ledger_for(data_dir),
+        options=options,
+        key_file=identity,
+        known_hosts=known_hosts,
+        pin_new_host=False,
+        setup=setup or RemoteSetup(),
+        hf_token=hf_token,
+        on_event=on_event,
+    )
