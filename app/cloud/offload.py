@@ -252,6 +252,8 @@ class Offload:
             result.seconds = time.monotonic() - started
             result.cost_usd = self.offer.usd_per_hour * self._elapsed() / 3600
             result.instance = instance
+            if getattr(self.provider, "rents_machines", True):
+                self._record_speeds(result)
             return result
         except BaseException as error:
             self.ledger.record_failed(ledger_id, _one_line(error))
@@ -334,6 +336,26 @@ class Offload:
                 with contextlib.suppress(*CONNECTION_ERRORS):
                     self._connect_until_ready(timeout_s=60.0)
         raise AssertionError("unreachable")
+
+    def _record_speeds(self, result: OffloadResult) -> None:
+        """Measured speeds of this card replace the table's estimates in the next estimate."""
+        from app.cloud.prices import MeasuredSpeeds
+
+        speeds = MeasuredSpeeds()
+        source = f"Scriba job on {self.provider.name}"
+        for transcript in result.transcripts.values():
+            for task, key in (("transcribe", "transcribe"), ("diarize", "diarize")):
+                seconds = transcript.timings.get(key, 0.0)
+                if seconds > 0 and transcript.duration > 0 and (task == "transcribe" or transcript.diarization):
+                    with contextlib.suppress(OSError, ValueError):
+                        speeds.record(
+                            self.offer.gpu,
+                            transcript.model,
+                            transcript.duration / seconds,
+                            source,
+                            task=task,  # type: ignore[arg-type]
+                            audio_seconds=transcript.duration,
+                        )
 
     def _check_remote(self) -> None:
         assert self._session is not None

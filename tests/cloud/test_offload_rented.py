@@ -101,3 +101,9 @@ def test_rent_run_destroy_verify(rented: LoopbackSshd, tmp_path: Path, sample_di
     # The pinned key is forgotten once the machine is gone: the address will be someone else's next.
     assert "127.0.0.1" not in pinned.read_text()
     assert 0 < result.cost_usd <= 0.40 * result.seconds / 3600
+    # The measured speed of this card now takes precedence over the table's estimate in the next estimate.
+    from app.cloud.prices import MeasuredSpeeds
+
+    [record] = [r for r in MeasuredSpeeds().records() if r.task == "transcribe"]
+    assert (record.gpu, record.model, record.source) == ("RTX 4090", "tiny.en", "Scriba job on vast")
+    assert record.x_realtime > 1
