@@ -14,13 +14,24 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from app.cloud.offload import Offload, OffloadCancelled, OffloadEvent, OffloadResult
-from app.core.jobs import Job, JobStore
+from app.core.jobs import Job, JobOptions, JobStore
 
 log = logging.getLogger(__name__)
 
 OffloadFactory = Callable[[Callable[[OffloadEvent], None]], Offload]
+
+
+def resolved_options(options: JobOptions) -> JobOptions:
+    """A job left on "best model on disk" means this computer's best model, which is what the estimate priced;
+    sent unresolved, a fresh remote machine would pick its own (the bundled tiny.en)."""
+    if options.model not in (None, "auto"):
+        return options
+    from app.core.models import default_model
+
+    return replace(options, model=default_model().name)
 
 
 class QueueOffload:
@@ -49,16 +60,22 @@ class QueueOffload:
 
     def run(self) -> OffloadResult | None:
         worker = f"offload@{socket.gethostname()}:{os.getpid()}"
-        jobs: list[Job] = [self.store.claim(job_id, worker) for job_id in self.job_ids]
-        offload = self._make_offload(self._event)
-        self._offload = offload
-        if self._cancelled.is_set():
-            offload.cancel()
-        watcher = threading.Thread(target=self._watch_cancel, args=(offload,), daemon=True, name="offload-cancel")
-        watcher.start()
+        jobs: list[Job] = []
         try:
+            for job_id in self.job_ids:
+                jobs.append(self.store.claim(job_id, worker))
+            # Built after the jobs are taken (so the local worker cannot start them meanwhile) and inside the
+            # try: a missing key or no capacity puts them back in the queue, as they were.
+            offload = self._make_offload(self._event)
+            self._offload = offload
+            if self._cancelled.is_set():
+                offload.cancel()
+            watcher = threading.Thread(target=self._watch_cancel, args=(offload,), daemon=True, name="offload-cancel")
+            watcher.start()
             result = offload.run(
-                [job.source for job in jobs], f"jobs {','.join(map(str, self.job_ids))}", [job.options for job in jobs]
+                [job.source for job in jobs],
+                f"jobs {','.join(map(str, self.job_ids))}",
+                [resolved_options(job.options) for job in jobs],
             )
         except OffloadCancelled:
             for job in jobs:

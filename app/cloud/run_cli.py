@@ -82,6 +82,7 @@ def _print_event(event: OffloadEvent) -> None:
 def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_dir: Path) -> int:
     from app.cloud.ledger import Ledger
     from app.cloud.offload import Offload, OffloadError, RemoteSetup
+    from app.cloud.queue_offload import resolved_options
     from app.cloud.ssh_host import SshHostProvider
     from app.cloud.transport import TransportError, parse_ssh_url
 
@@ -90,7 +91,7 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
         print(f"scriba: error: {missing[0]}: no such file; nothing was launched", file=sys.stderr)
         return 2
     if args.provider != "ssh":
-        return _run_rented(args, job_options_from_args(args), data_dir)
+        return _run_rented(args, resolved_options(job_options_from_args(args)), data_dir)
     if not args.host:
         print("scriba: error: --provider ssh needs --host ssh://user@host:port", file=sys.stderr)
         return 2
@@ -112,7 +113,7 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
 
         token, _ = huggingface_token()
     provider = SshHostProvider(endpoint)
-    options = job_options_from_args(args)
+    options = resolved_options(job_options_from_args(args))
     offload = Offload(
         provider,
         provider.offer(),

@@ -217,6 +217,12 @@ class Transcriber:
             f"could not load {self.model_ref.name} on {self.device} with any compute type: " + "; ".join(failures)
         )
 
+    @property
+    def whisper_model(self) -> Any:
+        """The loaded faster-whisper model (after :meth:`load`), for callers with their own decoding settings."""
+        self.load()
+        return self._model
+
     def unload(self) -> None:
         """Drop the model so its memory (host or GPU) is given back."""
         self._model = None

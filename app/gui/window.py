@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QModelIndex, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
 
 from app import __version__
 from app.core.audio import MEDIA_EXTENSIONS
+from app.core.dictation import DictationOptions
+from app.core.dictation_save import SavedDictation
 from app.core.export import FORMATS, export
 from app.core.gpustats import GpuStatsSampler
 from app.core.jobs import Job, JobNotFoundError, JobState, JobStateError, JobStore, media_files
@@ -40,7 +42,9 @@ from app.core.settings import Settings, SettingsStore
 from app.core.transcript import Transcript
 from app.core.worker import EngineProcess, JobEvent
 from app.gui.bridge import WorkerBridge
+from app.gui.dictation_panel import DictationPanel
 from app.gui.gpu_panel import GpuPanel
+from app.gui.offload_dialog import BUDGET_KEY, SSH_HOST_KEY, OffloadDialog, OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.transcript_view import TranscriptView
 from app.resources import icon_path
@@ -116,7 +120,9 @@ class MainWindow(QMainWindow):
         self.table.setModel(self.model)
         self.table.setItemDelegate(ProgressDelegate(self.table))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Several rows at once: "Offload to cloud…" sends the selected queued jobs together; the other job
+        # actions act on the current row.
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
@@ -124,6 +130,7 @@ class MainWindow(QMainWindow):
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().currentRowChanged.connect(self._selection_changed)
+        self.offload_dialogs: list[OffloadDialog] = []
 
         self.drop_zone = DropZone()
         self.drop_zone.paths_dropped.connect(self.add_paths)
@@ -163,8 +170,25 @@ class MainWindow(QMainWindow):
         self.gpu_dock.setWidget(self.gpu_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.gpu_dock)
         self.statusBar().addPermanentWidget(self.gpu_panel.compact_label)
+        # Dictation runs tiny.en on the CPU whatever the queue's settings: it must keep up with speech on any
+        # machine, and it leaves the GPU (and its memory) to the jobs. Tabbed with the GPU dock, hidden until
+        # wanted; the Dictate action (Ctrl+D) shows it.
+        self.dictation_panel = DictationPanel(
+            DictationOptions(model="tiny.en", device="cpu"),
+            store=store,
+            save_directory=self.dictation_directory,
+        )
+        self.dictation_panel.saved.connect(self._dictation_saved)
+        self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
+        self.dictation_dock = QDockWidget("Dictation", self)
+        self.dictation_dock.setObjectName("dictationDock")
+        self.dictation_dock.setWidget(self.dictation_panel)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dictation_dock)
+        self.tabifyDockWidget(self.gpu_dock, self.dictation_dock)
+        self.dictation_dock.hide()
 
         self._build_menus()
+        self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.durations_probed.connect(self.refresh)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
         self.bridge.event.connect(self._on_worker_event)
@@ -185,6 +209,10 @@ class MainWindow(QMainWindow):
         if start_worker:
             self.bridge.start()
         self.gpu_panel.start()
+        # Rented machines an earlier run left behind (a crash mid-offload) are ended now, off the main thread.
+        self.orphan_sweep = OrphanSweep(store.directory, self)
+        self.orphan_sweep.message.connect(lambda text: self.notify("Scriba: cloud machines", text))
+        self.orphan_sweep.start()
 
     # ------------------------------------------------------------------------------------------- menus
 
@@ -201,6 +229,8 @@ class MainWindow(QMainWindow):
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self._action("Add files…", QKeySequence.StandardKey.Open, self.choose_files))
         file_menu.addAction(self._action("Add folder…", "Ctrl+Shift+O", self.choose_folder))
+        self.dictate_action = self._action("Dictate", "Ctrl+D", self.toggle_dictation)
+        file_menu.addAction(self.dictate_action)
         export_menu = file_menu.addMenu("Export as")
         for fmt in FORMATS:
             export_menu.addAction(
@@ -224,10 +254,15 @@ class MainWindow(QMainWindow):
         queue_menu = menu.addMenu("&Queue")
         for action in self.job_actions.values():
             queue_menu.addAction(action)
+        self.offload_action = self._action("Offload to cloud…", None, lambda: self.open_offload_dialog())
+        self.offload_action.setEnabled(False)
+        queue_menu.addSeparator()
+        queue_menu.addAction(self.offload_action)
         edit_menu = menu.addMenu("&Edit")
         edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
         view_menu = menu.addMenu("&View")
         view_menu.addAction(self.gpu_dock.toggleViewAction())
+        view_menu.addAction(self.dictation_dock.toggleViewAction())
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self._action("About Scriba", None, self._about))
 
@@ -235,7 +270,11 @@ class MainWindow(QMainWindow):
         index = self.table.indexAt(point)
         if not index.isValid():
             return
-        self.table.selectRow(index.row())
+        if self.table.selectionModel().isRowSelected(index.row()):
+            # A right click inside a multiple selection keeps it (for "Offload to cloud…").
+            self.table.selectionModel().setCurrentIndex(index, QItemSelectionModel.SelectionFlag.NoUpdate)
+        else:
+            self.table.selectRow(index.row())
         job = self.model.job_at(index.row())
         if job is None:
             return
@@ -245,6 +284,9 @@ class MainWindow(QMainWindow):
         self.job_actions["remove"].setEnabled(job.state is not JobState.RUNNING)
         for action in self.job_actions.values():
             menu.addAction(action)
+        self._update_offload_action()
+        menu.addSeparator()
+        menu.addAction(self.offload_action)
         menu.popup(self.table.viewport().mapToGlobal(point))
 
     def _focus_search(self) -> None:
@@ -271,6 +313,7 @@ class MainWindow(QMainWindow):
             f"{counts[JobState.QUEUED]} queued · {counts[JobState.RUNNING]} running · {counts[JobState.DONE]} done"
             + (f" · {counts[JobState.FAILED]} failed" if counts[JobState.FAILED] else "")
         )
+        self._update_offload_action()
 
     def add_paths(self, paths: Iterable[Path]) -> list[Job]:
         files = media_files([Path(path) for path in paths])
@@ -331,6 +374,13 @@ class MainWindow(QMainWindow):
         job = self.model.job_at(index.row())
         return job.id if job else None
 
+    def selected_job_ids(self) -> list[int]:
+        """Every selected row's job, in queue order; the current row's when no row is selected."""
+        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
+        ids = [job.id for job in (self.model.job_at(row) for row in rows) if job is not None]
+        current = self.selected_job_id()
+        return ids or ([current] if current is not None else [])
+
     def select_job(self, job_id: int) -> None:
         row = self.model.row_of(job_id)
         if row is not None and self.table.selectionModel().currentIndex().row() != row:
@@ -366,6 +416,43 @@ class MainWindow(QMainWindow):
     def move_job(self, job_id: int, offset: int) -> None:
         self._guard("move", lambda: self.store.move(job_id, offset))
         self.select_job(job_id)
+
+    # ------------------------------------------------------------------------------------------- offload
+
+    def _selected_queued_ids(self) -> list[int]:
+        queued = {job.id for job in self.model.jobs if job.state is JobState.QUEUED}
+        return [job_id for job_id in self.selected_job_ids() if job_id in queued]
+
+    def _update_offload_action(self) -> None:
+        self.offload_action.setEnabled(bool(self._selected_queued_ids()))
+
+    def open_offload_dialog(self, job_ids: list[int] | None = None) -> OffloadDialog | None:
+        """The estimate and run dialog for the selected queued jobs (or ``job_ids``); non-modal."""
+        ids = self._selected_queued_ids() if job_ids is None else job_ids
+        if not ids:
+            self.statusBar().showMessage("Select queued jobs to offload.", 5000)
+            return None
+        dialog = OffloadDialog(self.store, ids, remembered=self.settings.extra, parent=self)
+        dialog.remember.connect(self._remember_offload_choice)
+        dialog.offload_ended.connect(self._offload_ended)
+        dialog.finished.connect(lambda _result: self._forget_offload_dialog(dialog))
+        self.offload_dialogs.append(dialog)
+        dialog.show()
+        return dialog
+
+    def _remember_offload_choice(self, values: dict[str, object]) -> None:
+        extra = {**self.settings.extra, **{key: values[key] for key in (SSH_HOST_KEY, BUDGET_KEY) if key in values}}
+        self.settings = self.settings.with_changes(extra=extra)
+        self.settings_store.save(self._with_window_state(self.settings))
+
+    def _offload_ended(self, text: str) -> None:
+        self.refresh()
+        self.notify("Scriba: offload", text)
+
+    def _forget_offload_dialog(self, dialog: OffloadDialog) -> None:
+        if dialog in self.offload_dialogs and not dialog.running:
+            self.offload_dialogs.remove(dialog)
+            dialog.deleteLater()
 
     # ------------------------------------------------------------------------------------------- worker
 
@@ -488,6 +575,26 @@ class MainWindow(QMainWindow):
             return
         self.statusBar().showMessage(f"Exported {', '.join(path.name for path in written)} to {folder}", 8000)
 
+    # ------------------------------------------------------------------------------------------- dictation
+
+    def toggle_dictation(self) -> None:
+        """Show the dictation panel (in front of its tab group) and start, or stop, dictating."""
+        self.dictation_dock.show()
+        self.dictation_dock.raise_()
+        self.dictation_panel.toggle()
+
+    def dictation_directory(self) -> Path:
+        """Where saved dictations go: the output folder when one is set, else beside the queue's data."""
+        if self.settings.output_dir:
+            return Path(self.settings.output_dir)
+        return self.store.directory / "dictations"
+
+    def _dictation_saved(self, saved: SavedDictation) -> None:
+        self.refresh()
+        if saved.job is not None:
+            self.select_job(saved.job.id)
+        self.statusBar().showMessage(f"Dictation saved to {saved.audio}", 15000)
+
     # ------------------------------------------------------------------------------------------- settings
 
     def open_settings(self) -> None:
@@ -543,6 +650,9 @@ class MainWindow(QMainWindow):
         # A running job goes back to the queue and starts again next time; nothing is lost.
         self.bridge.stop()
         self.gpu_panel.stop()  # no sampler thread outlives the window
+        self.dictation_panel.shutdown()  # the last words are flushed; an unsaved dictation is lost
+        for dialog in self.offload_dialogs:
+            dialog.shutdown()  # cancelled; its thread tears the remote down before the program exits
         super().closeEvent(event)
 
     # Drops anywhere on the window count, not only on the drop zone.

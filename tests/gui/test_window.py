@@ -304,6 +304,8 @@ def test_queue_shortcuts_and_context_menu(open_window, qtbot, tmp_path: Path) ->
         "Remove job",
         "Move up",
         "Move down",
+        "",
+        "Offload to cloud…",
     ]
     menus[-1].close()
 

@@ -1,0 +1,328 @@
+"""The window's "Offload to cloud…": the estimate for the selected jobs, a run on a real OpenSSH server on
+127.0.0.1 (tests/cloud/sshd.py) whose remote side is `scriba worker` from this checkout, a cancel that tears it
+down, a rental refused for want of an API key, and the start-up sweep of machines an earlier run left behind."""
+
+from __future__ import annotations
+
+import glob
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import soundfile
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QWidget
+
+from app.cloud.estimate import LOCAL_PROVIDER
+from app.cloud.ledger import Ledger, Owner
+from app.cloud.offload import OffloadEvent
+from app.cloud.types import Offer
+from app.core.jobs import JobOptions, JobState
+from app.core.settings import SettingsStore
+from app.gui.offload_dialog import (
+    COST_COLUMN,
+    LAUNCH_COLUMN,
+    MARK_COLUMN,
+    OFFER_COLUMN,
+    PRICE_COLUMN,
+    PROVIDER_COLUMN,
+    SSH_HOST_KEY,
+    OffloadDialog,
+    why_not_rentable,
+)
+from app.gui.window import MainWindow
+from tests.cloud.sshd import LoopbackSshd
+
+REPO = Path(__file__).resolve().parents[2]
+OPTIONS = JobOptions(model="tiny.en", language="en", diarizer="embedded", formats=("txt", "json"))
+ESTIMATE_WAIT = 30_000  # ms: probing two headers and reading the price table
+RUN_WAIT = 240_000  # ms: two files through tiny.en and the embedded diarizer on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def two_calls(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> list[Path]:
+    """pyannote's sample call, twice (a batch of two files)."""
+    folder = tmp_path_factory.mktemp("calls")
+    samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
+    paths = [folder / "call one.wav", folder / "call two.wav"]
+    for path in paths:
+        soundfile.write(path, samples, rate)
+    return paths
+
+
+def remote_command(tmp_path: Path) -> str:
+    """What the user types as the remote command: this checkout, with its own cache and data folders there."""
+    home = tmp_path / "remote-home"
+    env = {
+        "PYTHONPATH": str(REPO),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "PYANNOTE_METRICS_ENABLED": "0",
+    }
+    return shlex.join([*(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", "app"])
+
+
+def queue_and_open(window: MainWindow, qtbot: Any, files: list[Path]) -> OffloadDialog:
+    """Queue ``files`` (lengths unknown: the dialog probes them), select all of them, open the dialog."""
+    window.store.add_many(files, OPTIONS)
+    window.refresh()
+    window.table.selectAll()
+    assert window.offload_action.isEnabled()
+    window.offload_action.trigger()
+    (dialog,) = window.offload_dialogs
+    qtbot.waitUntil(lambda: dialog.selected is not None, timeout=ESTIMATE_WAIT)
+    return dialog
+
+
+def use_ssh_host(dialog: OffloadDialog, sshd: LoopbackSshd, tmp_path: Path) -> None:
+    dialog.ssh_url.setText(sshd.url)
+    dialog.ssh_identity.setText(str(sshd.client_key))
+    dialog.ssh_known_hosts.setText(str(sshd.write_known_hosts(tmp_path / "known_hosts")))
+    dialog.ssh_command.setText(remote_command(tmp_path))
+    dialog.ssh_choice.setChecked(True)
+
+
+def states(window: MainWindow) -> list[JobState]:
+    return [job.state for job in window.store.jobs()]
+
+
+def open_ledger_entries(data_dir: Path) -> list[Any]:
+    with Ledger(data_dir / "cloud-ledger.sqlite3") as ledger:
+        return ledger.open_entries()
+
+
+def cell(dialog: OffloadDialog, row: int, column: int) -> str:
+    item = dialog.table.item(row, column)
+    assert item is not None
+    return item.text()
+
+
+def test_estimate_for_two_queued_jobs(
+    open_window: Callable[..., MainWindow], qtbot: Any, two_calls: list[Path]
+) -> None:
+    window = open_window(start_worker=False)
+    assert window.orphan_sweep.worker is None, "no ledger in a fresh data folder: nothing to sweep"
+    window.store.add_many(two_calls, OPTIONS)
+    window.refresh()
+    window.table.selectAll()
+    # A right click inside the selection keeps both rows, and offers them for offloading.
+    window._context_menu(window.table.visualRect(window.model.index(1, 0)).center())
+    menus = [widget for widget in QApplication.topLevelWidgets() if widget.isVisible() and widget.inherits("QMenu")]
+    (offload,) = [action for action in menus[-1].actions() if action.text() == "Offload to cloud…"]
+    assert offload.isEnabled() and len(window.table.selectionModel().selectedRows()) == 2
+    menus[-1].close()
+    offload.trigger()
+    (dialog,) = window.offload_dialogs
+    qtbot.waitUntil(lambda: dialog.selected is not None, timeout=ESTIMATE_WAIT)
+    assert dialog.estimate is not None and dialog.selected is not None
+    seconds = sum(soundfile.info(str(path)).duration for path in two_calls)
+    assert dialog.selected.audio_seconds == pytest.approx(seconds, rel=0.01)
+    assert dialog.selected.total_bytes == sum(path.stat().st_size for path in two_calls)
+    summary = dialog.summary_label.text()
+    assert summary.startswith("2 jobs: 1 min 00 s of audio") and "model tiny.en · diarization on" in summary
+
+    rows = dialog.table.rowCount()
+    assert rows == len(dialog.estimate.options) > 10
+    costs = [float(cell(dialog, row, COST_COLUMN).lstrip("$")) for row in range(rows)]
+    assert costs == sorted(costs)
+    g4dn = next(row for row in range(rows) if cell(dialog, row, OFFER_COLUMN) == "g4dn.xlarge")
+    assert cell(dialog, g4dn, PROVIDER_COLUMN) == "aws" and cell(dialog, g4dn, PRICE_COLUMN) == "0.526"
+    assert cell(dialog, g4dn, LAUNCH_COLUMN) == "no"
+
+    # The cheapest rented row is marked, in bold, its tooltip giving the time breakdown.
+    (cheapest,) = [row for row in range(rows) if "cheapest" in cell(dialog, row, MARK_COLUMN)]
+    rented = [row for row in range(rows) if dialog.estimate.options[row].is_rented]
+    assert costs[cheapest] == min(costs[row] for row in rented)
+    item = dialog.table.item(cheapest, PROVIDER_COLUMN)
+    assert item is not None and item.font().bold() and "boot" in item.toolTip() and "upload" in item.toolTip()
+    assert sum("fastest" in cell(dialog, row, MARK_COLUMN) for row in range(rows)) == 1
+
+    # Rows Scriba cannot rent (AWS, Salad, this computer) cannot be run, and the button says why.
+    local = next(row for row in range(rows) if cell(dialog, row, PROVIDER_COLUMN) == LOCAL_PROVIDER)
+    for row, why in ((g4dn, "Estimate only"), (local, "This computer")):
+        dialog.table.selectRow(row)
+        assert not dialog.run_button.isEnabled() and why in dialog.run_button.toolTip()
+    runnable = [row for row in range(rows) if why_not_rentable(dialog.estimate.options[row]) is None]
+    assert {cell(dialog, row, PROVIDER_COLUMN) for row in runnable} <= {"lambda", "vast", "runpod"}
+    assert all(cell(dialog, row, LAUNCH_COLUMN) == "no" for row in set(range(rows)) - set(runnable))
+    dialog.table.selectRow(runnable[0])
+    option = dialog.estimate.options[runnable[0]]
+    assert dialog.run_button.isEnabled()
+    assert (
+        dialog.run_button.text() == f"Run on {option.offer.gpu} ({option.offer.provider}) ≈ ${costs[runnable[0]]:.2f}"
+    )
+    dialog.close()
+
+
+def test_run_on_my_ssh_host_end_to_end(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    sshd: LoopbackSshd,
+    two_calls: list[Path],
+    tmp_path: Path,
+) -> None:
+    window = open_window(start_worker=False)
+    dialog = queue_and_open(window, qtbot, two_calls)
+    events: list[OffloadEvent] = []
+    shown: list[int] = []
+    dialog.offload_event.connect(events.append)
+    dialog.progress.valueChanged.connect(shown.append)
+    use_ssh_host(dialog, sshd, tmp_path)
+    assert dialog.run_button.text() == "Run on my SSH host"
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    assert dialog.running and not dialog.run_button.isEnabled()
+    dialog.close()  # refused while running: the Cancel button must stay reachable
+    assert dialog.isVisible()
+
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=RUN_WAIT)
+    assert dialog.outcome is not None and dialog.outcome.error is None, dialog.error_label.text()
+    assert states(window) == [JobState.DONE, JobState.DONE]
+    for job in window.store.jobs():
+        transcript = window.store.load_transcript(job.id)
+        assert "hello" in transcript.text.lower() and transcript.source == str(job.source.absolute())
+        assert job.note == "transcribed on your GPU (ssh)"
+    kinds = {event.kind for event in events}
+    assert {"upload", "started", "progress", "done", "finished"} <= kinds
+    assert any(0 < value < 1000 for value in shown) and dialog.progress.value() == 1000
+    assert dialog.status_label.text().startswith("Finished on your GPU (ssh): 2 transcribed in ")
+    assert ("Scriba: offload", dialog.status_label.text()) in window.notifications
+    assert not dialog.run_button.isEnabled() and dialog.run_button.toolTip() == "These jobs are no longer queued"
+    assert open_ledger_entries(window.store.directory) == []
+    # The host's fields (never a secret) are remembered for the next time.
+    remembered = SettingsStore(tmp_path / "config").load().extra[SSH_HOST_KEY]
+    assert remembered["url"] == sshd.url and remembered["command"] == remote_command(tmp_path)
+    # The window's poll shows the finished rows without being told.
+    qtbot.waitUntil(lambda: [job.state for job in window.model.jobs] == [JobState.DONE, JobState.DONE], timeout=10_000)
+    dialog.close()
+    assert not dialog.isVisible()
+
+
+def test_cancel_during_the_remote_run_tears_down(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    sshd: LoopbackSshd,
+    long_wav: Path,
+    two_calls: list[Path],
+    tmp_path: Path,
+) -> None:
+    window = open_window(start_worker=False)
+    dialog = queue_and_open(window, qtbot, [long_wav, two_calls[0]])
+    use_ssh_host(dialog, sshd, tmp_path)
+    before = set(glob.glob("/tmp/scriba-*"))
+    status_after_cancel: list[str] = []
+
+    def cancel_once_transcribing(event: OffloadEvent) -> None:
+        if event.kind == "progress" and not status_after_cancel:
+            dialog.cancel_button.click()
+            status_after_cancel.append(dialog.status_label.text())
+
+    dialog.offload_event.connect(cancel_once_transcribing)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=RUN_WAIT)
+
+    assert status_after_cancel and status_after_cancel[0].startswith("Tearing down… ")
+    assert dialog.outcome is not None and dialog.outcome.cancelled, dialog.error_label.text()
+    assert states(window) == [JobState.CANCELLED, JobState.CANCELLED]
+    assert dialog.status_label.text().startswith("Cancelled after ")
+    offload = dialog.offload_run.offload if dialog.offload_run is not None else None
+    assert offload is not None and offload.work is not None and offload.work.startswith("/tmp/scriba-")
+    assert not Path(offload.work).exists(), "the remote work directory was removed"
+    assert offload.work not in set(glob.glob("/tmp/scriba-*")) - before
+    assert open_ledger_entries(window.store.directory) == []
+    assert dialog.cancel_button.isHidden() and dialog.close_button.isEnabled()
+
+
+def test_renting_without_an_api_key_says_where_to_set_it(
+    open_window: Callable[..., MainWindow], qtbot: Any, two_calls: list[Path], _test_keyring: dict[Any, str]
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def confirm(parent: QWidget, title: str, text: str) -> bool:
+        asked.append((title, text))
+        return True
+
+    window = open_window(start_worker=False)
+    window.store.add_many(two_calls, OPTIONS)
+    window.refresh()
+    ids = [job.id for job in window.store.jobs()]
+    dialog = OffloadDialog(window.store, ids, confirm=confirm, parent=window)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
+    assert dialog.estimate is not None
+    row = next(
+        index
+        for index, option in enumerate(dialog.estimate.options)
+        if option.offer.provider == "lambda" and why_not_rentable(option) is None
+    )
+    option = dialog.estimate.options[row]
+    dialog.table.selectRow(row)
+
+    # Over the budget: refused before anything is asked or rented.
+    dialog.budget.setValue(0.01)
+    assert not dialog.run_button.isEnabled() and "over your budget" in dialog.run_button.toolTip()
+    dialog.start()
+    assert "over your budget ($0.01): nothing was rented" in dialog.error_label.text() and asked == []
+
+    dialog.budget.setValue(50.0)
+    assert dialog.run_button.isEnabled()
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+
+    ((title, text),) = asked
+    assert title == "Rent a GPU?"
+    assert f"at ${option.usd_per_hour:.3f} per hour" in text and "on Lambda Cloud" in text
+    assert f"${option.est_cost_usd:.2f}" in text and "Budget: $50.00" in text and "destroyed" in text
+    error = dialog.error_label.text()
+    assert dialog.error_label.isVisible() and error.startswith("No usable API key. No Lambda Cloud API key is set.")
+    assert "service 'scriba', entry 'lambda_api_key'" in error and "`scriba offload key set lambda`" in error
+    assert error.endswith("The jobs are still queued.")
+    assert states(window) == [JobState.QUEUED, JobState.QUEUED]
+    assert not (window.store.directory / "cloud-ledger.sqlite3").exists(), "nothing was launched"
+    assert dialog.run_button.isEnabled(), "the jobs are still queued: another row (or a key) can be tried"
+    dialog.close()
+
+
+def test_a_machine_left_by_an_earlier_run_is_reported_at_start(
+    open_window: Callable[..., MainWindow], qtbot: Any, tmp_path: Path
+) -> None:
+    earlier = subprocess.Popen(["true"])
+    earlier.wait()  # a process that has ended: its entries are orphans
+    data = tmp_path / "data"
+    offer = Offer(
+        provider="lambda",
+        offer="gpu_1x_a10",
+        gpu="A10",
+        gpu_count=1,
+        vram_gb=24,
+        usd_per_hour=0.75,
+        spot_usd_per_hour=None,
+        billing="per-minute",
+        boot_minutes=5.0,
+        price_source="api:lambda",
+        price_date="2026-01-01",
+        launchable=True,
+    )
+    with Ledger(data / "cloud-ledger.sqlite3", owner=Owner(socket.gethostname(), earlier.pid, "earlier")) as ledger:
+        entry = ledger.record_intent("lambda", offer, "scriba-1700000000", "jobs 1", 5.0)
+        ledger.record_instance(entry, "i-0123")
+
+    window = open_window(data=data, start_worker=False)
+    assert window.orphan_sweep.worker is not None
+    qtbot.waitUntil(lambda: any(title == "Scriba: cloud machines" for title, _ in window.notifications), timeout=10_000)
+    ((_, body),) = [item for item in window.notifications if item[0] == "Scriba: cloud machines"]
+    assert "scriba-1700000000" in body and "no lambda API key" in body and "scriba offload key set lambda" in body
+    # No key to check it: the entry stays open for the next start.
+    assert [entry.label for entry in open_ledger_entries(data)] == ["scriba-1700000000"]
