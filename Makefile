@@ -50,6 +50,8 @@ bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_queue.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_gpu_panel.py
+	$(BIN)/python benchmarks/bench_dictation.py
+	$(BIN)/python benchmarks/bench_dictation.py --minutes 10
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).
