@@ -24,11 +24,9 @@ import logging
 import os
 import socket
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Any, Literal
 
 from app.cloud.providers.base import Provider, ProviderError
 from app.cloud.types import Offer
+from app.core.sqlite_db import SqliteDatabase
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +173,7 @@ def _offer_from_json(text: str | None) -> Offer | None:
     return Offer(**{key: value for key, value in data.items() if key in known})
 
 
-class Ledger:
+class Ledger(SqliteDatabase):
     """Safe to share between threads of one process, and between processes.
 
     ``location`` is the data directory (the database is ``cloud-ledger.sqlite3`` in it) or, when it names a
@@ -195,23 +194,7 @@ class Ledger:
         self._now = now
         self.owner = owner or Owner.this_process()
         self.stale_after_s = stale_after_s
-        self._lock = threading.RLock()
-        # Autocommit; multi-statement changes take the write lock with BEGIN IMMEDIATE.
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: an intent recorded just before a launch must survive a power cut (WAL + NORMAL could lose it).
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        with self._transaction():
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path} was written by a newer Scriba (ledger schema {version}); update Scriba to open it"
-                )
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        super().__init__(self.path, _SCHEMA, SCHEMA_VERSION, "ledger")
 
     @classmethod
     def open_default(cls) -> Ledger:
@@ -219,28 +202,6 @@ class Ledger:
         from app.core.paths import data_dir
 
         return cls(data_dir())
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
 
     # ----------------------------------------------------------------------------------------- reading
 

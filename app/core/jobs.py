@@ -15,10 +15,8 @@ import json
 import os
 import socket
 import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 from app.core.audio import MEDIA_EXTENSIONS
 from app.core.export import FORMATS, write_atomic
+from app.core.sqlite_db import SqliteDatabase
 from app.core.transcript import Transcript
 
 SCHEMA_VERSION = 1
@@ -198,7 +197,7 @@ def media_files(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-class JobStore:
+class JobStore(SqliteDatabase):
     """The queue. Safe to share between threads of one process, and between processes."""
 
     def __init__(self, directory: Path, *, recover: bool = True) -> None:
@@ -206,48 +205,9 @@ class JobStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.transcripts_dir = self.directory / "transcripts"
         self.transcripts_dir.mkdir(exist_ok=True)
-        self.path = self.directory / DATABASE_NAME
-        self._lock = threading.RLock()
         self._seen_data_version: int | None = None
-        # Autocommit mode; every multi-statement change takes the write lock with BEGIN IMMEDIATE.
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a job marked done survives a power cut (WAL + NORMAL could lose the last commit).
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        with self._transaction():
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path} was written by a newer Scriba (queue schema {version}); update Scriba to open it"
-                )
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        super().__init__(self.directory / DATABASE_NAME, _SCHEMA, SCHEMA_VERSION, "queue")
         self.recovered: list[int] = self.recover_interrupted() if recover else []
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __enter__(self) -> JobStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
 
     # ----------------------------------------------------------------------------------------- reading
 
