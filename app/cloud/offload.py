@@ -180,6 +180,7 @@ class Offload:
         self.terminate_attempts = terminate_attempts
         self._cancel = threading.Event()
         self._file_options: list[JobOptions] | None = None
+        self._self_terminate: list[str] | None = None
         self._launched_at: float | None = None
         self._session: SshSession | None = None
         self.work: str | None = None
@@ -279,6 +280,8 @@ class Offload:
         if not work.startswith(f"{self.setup.work_parent}/scriba-"):
             raise OffloadError(f"unexpected remote work directory {work!r}")
         self.work = work
+        command = getattr(self.provider, "self_terminate_command", None)
+        self._self_terminate = command(instance.instance_id) if command else None
         self._session.run(["mkdir", "-p", f"{work}/in", f"{work}/out"])
         self._session.touch(f"{work}/heartbeat")
 
@@ -448,7 +451,8 @@ class Offload:
             "--done-grace",
             str(self.done_grace_s),
             *(["--deadline", f"{deadline:.0f}"] if deadline else []),
-            *([] if self.provider.name != "ssh" else ["--remove-work"]),
+            *([] if getattr(self.provider, "rents_machines", True) else ["--remove-work"]),
+            *(["--on-expire", *self._self_terminate] if self._self_terminate else []),  # last: it takes the rest
         )
         worker = self.setup.argv("worker", "run", "--dir", work)
         command = (

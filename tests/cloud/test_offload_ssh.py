@@ -280,26 +280,28 @@ def test_watchdog_ends_the_work_when_the_heartbeat_stops(tmp_path: Path) -> None
     (work / "heartbeat").touch()
     worker = subprocess.Popen(["setsid", "sleep", "300"])
     (work / "worker.pid").write_text(str(worker.pid))
+    ended = tmp_path / "machine-ended"
     started = time.monotonic()
+    # --on-expire is how a rented machine ends itself (RunPod: `runpodctl remove pod ID`); here it leaves a mark.
     watchdog = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "app",
-            "worker",
-            "watchdog",
-            "--dir",
-            str(work),
-            "--heartbeat-timeout",
-            "2",
-            "--remove-work",
+            sys.executable, "-m", "app", "worker", "watchdog", "--dir", str(work), "--heartbeat-timeout", "2",
+            "--remove-work", "--on-expire", "touch", str(ended),
         ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=60,
-    )
-    assert watchdog.returncode == 1
+    )  # fmt: skip
+    assert watchdog.returncode == 1, watchdog.stderr
     assert worker.wait(timeout=10) == -signal.SIGKILL
     assert not work.exists()
+    assert ended.exists()
     assert time.monotonic() - started >= 2
+
+
+def test_runpod_pods_end_themselves_without_our_key() -> None:
+    from app.cloud.providers import LambdaCloud, RunPod
+
+    assert RunPod("key").self_terminate_command("7h9k2m4n6p") == ["runpodctl", "remove", "pod", "7h9k2m4n6p"]
+    assert LambdaCloud("key").self_terminate_command("i-1") is None  # it would need the user's key on the machine

@@ -233,6 +233,14 @@ class Provider(abc.ABC):
         """Ask the provider to end the machine for good (never "stop": stopped machines still bill storage).
         An instance the provider no longer knows counts as terminated."""
 
+    def self_terminate_command(self, instance_id: str) -> list[str] | None:
+        """A command that, run on the machine itself, ends it (for the watchdog when this computer is gone).
+
+        None where ending it from inside would need the user's API key on a machine we do not own (Lambda,
+        Vast): there the client's teardown and the ledger's sweep at the next start end it.
+        """
+        return None
+
     @abc.abstractmethod
     def list_ours(self, label_prefix: str = LABEL_PREFIX) -> list[Instance]:
         """Every machine on the account whose label starts with ``label_prefix``."""

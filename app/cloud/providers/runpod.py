@@ -89,6 +89,10 @@ class RunPod(Provider):
     console_url = "https://console.runpod.io/pods"
     ssh_user = "root"
 
+    def self_terminate_command(self, instance_id: str) -> list[str] | None:
+        # RunPod documents that every pod has runpodctl with a pod-scoped API key: no key of ours travels.
+        return ["runpodctl", "remove", "pod", instance_id]
+
     def __init__(
         self,
         api_key: str,
