@@ -109,6 +109,24 @@ run --data-dir "$QUEUE" queue run --until-empty || { show_log; fail "'scriba que
 [ -s "$WORK/queued/sample.txt" ] || { show_log; fail "the queued job wrote no text to $WORK/queued/sample.txt"; }
 step "ok: queue add + queue run (spawned child) -> $(tr '\n' ' ' <"$WORK/queued/sample.txt")"
 
+# 7b. doctor (NVML, CTranslate2, torch and the CUDA 12 cuBLAS collected into the bundle) ----------------------------
+run doctor --json; status=$?
+[ "$status" -le 1 ] || { show_log; fail "'scriba doctor --json' exited $status"; }
+grep -q '"verdict"' "$WORK/out.log" || { show_log; fail "'scriba doctor --json' printed no verdict"; }
+grep -q '"soname": "libcublas.so.12"' "$WORK/out.log" && grep -A3 '"soname": "libcublas.so.12"' "$WORK/out.log" | grep -q '"loaded": true' \
+    || { show_log; fail "the bundle cannot load libcublas.so.12 (CTranslate2's CUDA 12 cuBLAS)"; }
+step "ok: doctor -> $(grep -o '"verdict": "[^"]*' "$WORK/out.log" | cut -c13-90)"
+
+# 7c. The price table ships in the bundle: an estimate lists the seed's AWS g4dn.xlarge row --------------------------
+run offload estimate "$SAMPLE" --model large-v3 --json || { show_log; fail "'scriba offload estimate' failed"; }
+grep -q '"offer": "g4dn.xlarge"' "$WORK/out.log" || { show_log; fail "the estimate has no g4dn.xlarge row"; }
+step "ok: offload estimate (price table in the bundle)"
+
+# 7d. Dictation from a file replay (Silero VAD streaming, LocalAgreement), as fast as it can -------------------------
+run dictate --from-file "$SAMPLE" --jsonl || { show_log; fail "'scriba dictate --from-file' failed"; }
+grep -q '"type": "final"' "$WORK/out.log" || { show_log; fail "dictation gave no final text"; }
+step "ok: dictate --from-file -> $(grep -o '"text": "[^"]*' "$WORK/out.log" | head -1 | cut -c10-)"
+
 # 8. The window, offscreen: it must stay up until `timeout` stops it (exit status 124) and print no traceback.
 started=$(date +%s)
 QT_QPA_PLATFORM=offscreen timeout 15 "$EXE" --data-dir "$WORK/gui" >"$WORK/out.log" 2>&1
