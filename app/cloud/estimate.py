@@ -497,3 +497,12 @@ def estimate(
             "measured speeds replace them once recorded"
         )
     return Estimate(job=job, upload_bytes=upload_bytes, options=_mark(options), excluded=excluded, notes=notes)
+
+
+def price_date_text(offer: Offer) -> str:
+    """How a row's price date is shown: "-" for this computer, "(live)" for a price read from the API now."""
+    if offer.provider == LOCAL_PROVIDER:
+        return "-"
+    if offer.price_source.startswith("api:"):
+        return f"{offer.price_date} (live)"
+    return offer.price_date

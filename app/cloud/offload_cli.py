@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import TextIO
 
 from app.cloud.estimate import (
-    LOCAL_PROVIDER,
     Assumptions,
     Estimate,
     Job,
     Option,
     estimate,
+    price_date_text,
     ssh_offer,
     within_budget,
 )
-from app.cloud.types import Offer
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -227,7 +226,7 @@ def format_estimate(result: Estimate, budget: float | None = None) -> str:
                 format_duration(option.est_seconds),
                 f"${option.est_cost_usd:.2f}",
                 "-" if per_usd is None else f"{per_usd:.1f}",
-                _price_date(offer),
+                price_date_text(offer),
                 ("yes" if offer.launchable else "no") + (f"  <- {marks}" if marks else ""),
             ]
         )
@@ -257,14 +256,6 @@ def format_estimate(result: Estimate, budget: float | None = None) -> str:
         lines.append("notes:")
         lines.extend(f"  {note}" for note in result.notes)
     return "\n".join(lines)
-
-
-def _price_date(offer: Offer) -> str:
-    if offer.provider == LOCAL_PROVIDER:
-        return "-"
-    if offer.price_source.startswith("api:"):
-        return f"{offer.price_date} (live)"
-    return offer.price_date
 
 
 def _describe(option: Option) -> str:

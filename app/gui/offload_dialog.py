@@ -53,7 +53,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cloud.estimate import LOCAL_PROVIDER, SSH_PROVIDER, Estimate, Option, within_budget
+from app.cloud.estimate import LOCAL_PROVIDER, SSH_PROVIDER, Estimate, Option, price_date_text, within_budget
 from app.cloud.estimate import Job as EstimateJob
 from app.core.export import clock
 from app.core.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStore
@@ -255,14 +255,6 @@ def format_duration(seconds: float) -> str:
 
 def format_size(size_bytes: float) -> str:
     return f"{size_bytes / 1_000_000:.1f} MB" if size_bytes < 1e9 else f"{size_bytes / 1e9:.2f} GB"
-
-
-def price_date(offer: Offer) -> str:
-    if offer.provider == LOCAL_PROVIDER:
-        return "-"
-    if offer.price_source.startswith("api:"):
-        return f"{offer.price_date} (live)"
-    return offer.price_date
 
 
 def breakdown_text(option: Option) -> str:
@@ -722,7 +714,7 @@ class OffloadDialog(QDialog):
                 format_duration(option.est_seconds),
                 f"${option.est_cost_usd:.2f}",
                 "-" if per_usd is None else f"{per_usd:.1f}",
-                price_date(offer),
+                price_date_text(offer),
                 "yes" if why_not_rentable(option) is None else "no",
             ]
             tooltip = breakdown_text(option)
@@ -854,7 +846,7 @@ class OffloadDialog(QDialog):
         return (
             f"Rent {offer.gpu}{vram} on {provider_title(offer.provider)} at ${option.usd_per_hour:.3f} per hour?\n\n"
             f"Estimate: about {format_duration(option.est_seconds)} and ${option.est_cost_usd:.2f} "
-            f"(prices of {price_date(offer)}).\n"
+            f"(prices of {price_date_text(offer)}).\n"
             f"Budget: ${budget:.2f}; the remote work stops when it is spent.\n\n"
             "The machine is destroyed when the jobs finish, fail or are cancelled."
         )
