@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from app.cloud.providers.base import Provider, ProviderError
 from app.cloud.types import Offer
-from app.core.sqlite_db import SqliteDatabase
+from app.core.sqlite_db import SqliteDatabase, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +154,6 @@ CREATE INDEX IF NOT EXISTS launches_label ON launches (label);
 _OPEN_WHERE = "state != 'not_launched' AND NOT (state = 'terminated' AND verified = 1)"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def _offer_from_json(text: str | None) -> Offer | None:
     if not text:
         return None
@@ -252,7 +242,7 @@ class Ledger(SqliteDatabase):
             return True
         if entry.owner.host == self.owner.host:
             # Our own pid with another token is an earlier process that had the same pid (containers).
-            return entry.owner.pid != self.owner.pid and _pid_alive(entry.owner.pid)
+            return entry.owner.pid != self.owner.pid and pid_alive(entry.owner.pid)
         return self._now() - entry.updated_at <= self.stale_after_s
 
     # ----------------------------------------------------------------------------------------- writing

@@ -56,6 +56,7 @@ class ProviderLike(Protocol):
     """What the offload needs from a provider (see app/cloud/providers/base.py)."""
 
     name: str
+    rents_machines: bool  # False for the user's own SSH host: nothing to terminate, its work directory is removed
 
     def launch(self, offer: Offer, ssh_public_key: str, label: str) -> Instance: ...
 
@@ -64,6 +65,8 @@ class ProviderLike(Protocol):
     def terminate(self, instance_id: str) -> None: ...
 
     def is_terminated(self, instance_id: str) -> bool: ...
+
+    def self_terminate_command(self, instance_id: str) -> list[str] | None: ...
 
 
 class LedgerLike(Protocol):
@@ -241,7 +244,7 @@ class Offload:
         instance: Instance | None = None
         started = time.monotonic()
         try:
-            rents = getattr(self.provider, "rents_machines", True)
+            rents = self.provider.rents_machines
             self._emit("status", f"launching {self.offer.gpu} on {self.provider.name}" if rents else "connecting")
             instance = self.provider.launch(self.offer, self.public_key, label)
             self.ledger.record_instance(ledger_id, instance.instance_id)
@@ -253,7 +256,7 @@ class Offload:
             result.seconds = time.monotonic() - started
             result.cost_usd = self.offer.usd_per_hour * self._elapsed() / 3600
             result.instance = instance
-            if getattr(self.provider, "rents_machines", True):
+            if self.provider.rents_machines:
                 self._record_speeds(result)
             return result
         except BaseException as error:
@@ -280,8 +283,7 @@ class Offload:
         if not work.startswith(f"{self.setup.work_parent}/scriba-"):
             raise OffloadError(f"unexpected remote work directory {work!r}")
         self.work = work
-        command = getattr(self.provider, "self_terminate_command", None)
-        self._self_terminate = command(instance.instance_id) if command else None
+        self._self_terminate = self.provider.self_terminate_command(instance.instance_id)
         self._session.run(["mkdir", "-p", f"{work}/in", f"{work}/out"])
         self._session.touch(f"{work}/heartbeat")
 
@@ -451,7 +453,7 @@ class Offload:
             "--done-grace",
             str(self.done_grace_s),
             *(["--deadline", f"{deadline:.0f}"] if deadline else []),
-            *([] if getattr(self.provider, "rents_machines", True) else ["--remove-work"]),
+            *([] if self.provider.rents_machines else ["--remove-work"]),
             *(["--on-expire", *self._self_terminate] if self._self_terminate else []),  # last: it takes the rest
         )
         worker = self.setup.argv("worker", "run", "--dir", work)
@@ -605,7 +607,7 @@ class Offload:
                 self.provider.terminate(instance.instance_id)
                 if self._verify_terminated(instance.instance_id):
                     self.ledger.record_terminated(ledger_id, verified=True)
-                    if getattr(self.provider, "rents_machines", True):
+                    if self.provider.rents_machines:
                         self._emit(
                             "status", f"{self.provider.name} instance {instance.instance_id} terminated (verified)"
                         )

@@ -53,5 +53,8 @@ class SshHostProvider:
     def is_terminated(self, instance_id: str) -> bool:
         return True
 
+    def self_terminate_command(self, instance_id: str) -> list[str] | None:
+        return None  # the user's own machine is never ended by Scriba
+
     def list_ours(self, label_prefix: str = "scriba-") -> list[Instance]:
         return []

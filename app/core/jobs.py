@@ -24,7 +24,7 @@ from typing import Any
 
 from app.core.audio import MEDIA_EXTENSIONS
 from app.core.export import FORMATS, write_atomic
-from app.core.sqlite_db import SqliteDatabase
+from app.core.sqlite_db import SqliteDatabase, pid_alive
 from app.core.transcript import Transcript
 
 SCHEMA_VERSION = 1
@@ -168,16 +168,6 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_state_position ON jobs (state, position);
 CREATE INDEX IF NOT EXISTS jobs_source ON jobs (source);
 """
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def media_files(paths: Iterable[Path]) -> list[Path]:
@@ -537,7 +527,7 @@ class JobStore(SqliteDatabase):
             ).fetchall()
             for row in rows:
                 if row["worker_host"] == host and row["worker_pid"] is not None:
-                    gone = not _pid_alive(row["worker_pid"])
+                    gone = not pid_alive(row["worker_pid"])
                 else:
                     gone = now - (row["heartbeat_at"] or 0) > STALE_AFTER_SECONDS
                 if gone:

@@ -8,6 +8,7 @@ and a file from a newer Scriba is refused instead of being misread.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -60,3 +61,14 @@ class SqliteDatabase:
                 raise
             else:
                 self._db.execute("COMMIT")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host: how a store tells a crashed owner from a live one."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

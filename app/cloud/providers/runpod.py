@@ -39,7 +39,7 @@ from app.cloud.providers.base import (
     check_label,
     normalize_gpu_name,
 )
-from app.cloud.providers.http import HttpClient, today_iso
+from app.cloud.providers.http import today_iso
 from app.cloud.types import Instance, InstanceState, Offer
 
 log = logging.getLogger(__name__)
@@ -114,16 +114,7 @@ class RunPod(Provider):
         self.disk_gb = disk_gb
         self.cloud = cloud
         self.min_cuda = min_cuda
-        self._http = HttpClient(
-            base_url,
-            api_key,
-            provider=self.name,
-            title=self.title,
-            key_name=self.key_name,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            sleep=sleep,
-        )
+        self._http = self._http_client(base_url, api_key, timeout_s, max_attempts)
 
     def offers(self) -> list[Offer]:
         params = {"include": "AVAILABILITY", "product": "POD", "cloud": self.cloud, "count": 1}

@@ -44,7 +44,7 @@ from app.cloud.providers.base import (
     normalize_gpu_name,
     rejected_key_error,
 )
-from app.cloud.providers.http import HttpClient, today_iso
+from app.cloud.providers.http import today_iso
 from app.cloud.types import Instance, InstanceState, Offer
 
 log = logging.getLogger(__name__)
@@ -116,16 +116,7 @@ class VastAI(Provider):
         self.min_cuda = min_cuda
         self.min_reliability = min_reliability
         self.search_limit = search_limit
-        self._http = HttpClient(
-            base_url,
-            api_key,
-            provider=self.name,
-            title=self.title,
-            key_name=self.key_name,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            sleep=sleep,
-        )
+        self._http = self._http_client(base_url, api_key, timeout_s, max_attempts)
 
     # ------------------------------------------------------------------------------------------- errors
 
