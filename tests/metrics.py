@@ -7,6 +7,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+# Real recordings with human ground truth live beside the checkout, not in it (their licences differ).
+REAL_SPEECH_DEFAULT = ROOT.parent / "shared" / "real-speech"
+REAL_SPEECH_HINT = f"expected in {REAL_SPEECH_DEFAULT} or $SCRIBA_REAL_SPEECH"
+
+
+def real_speech_dir(path: Path | str | None = None) -> Path | None:
+    """The real-speech folder (an explicit path, $SCRIBA_REAL_SPEECH, or ../shared/real-speech); None if absent."""
+    import os
+
+    folder = Path(path or os.environ.get("SCRIBA_REAL_SPEECH") or REAL_SPEECH_DEFAULT)
+    return folder if (folder / "gentle_lucier.wav").exists() else None
+
 
 def normalise(text: str) -> list[str]:
     """Lower-case words without punctuation (hyphens split words, apostrophes stay)."""

@@ -303,6 +303,12 @@ class Transcriber:
                     factory = BatchedInferencePipeline
                 self._batched = factory(model=self._model)
             segments_iter, info = self._batched.transcribe(audio.samples, batch_size=batch_size, **kwargs)
+        elif kwargs.get("word_timestamps"):
+            # Not faster-whisper's own word timestamps: they move its seeking and drop phrases. The text is
+            # decoded as without them, the timings come from a separate alignment pass (app.core.word_timing).
+            from app.core.word_timing import transcribe_then_align
+
+            segments_iter, info = transcribe_then_align(self._model, audio.samples, **kwargs)
         else:
             segments_iter, info = self._model.transcribe(audio.samples, **kwargs)
         return tuple(self._collect(segments_iter, audio.duration, progress, cancel)), info

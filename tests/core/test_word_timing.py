@@ -1,0 +1,81 @@
+"""Word timings must not change which words are decoded (issue 11, item 4).
+
+faster-whisper's own ``word_timestamps=True`` moves its sequential seeking and dropped about 5 s of
+gentle_lucier.wav; Scriba decodes without it and aligns afterwards. Real speech, real tiny.en weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.audio import Audio, decode_audio
+from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
+from tests import metrics
+
+SETTINGS: dict[str, Any] = {"language": "en", "beam_size": 5, "vad_filter": True}
+
+
+@pytest.fixture(scope="module")
+def transcriber() -> Transcriber:
+    options = TranscriptionOptions(model="tiny.en", device="cpu", compute_type="int8", batch_size=0, **SETTINGS)
+    transcriber = Transcriber(options)
+    transcriber.load()
+    return transcriber
+
+
+def plain_segments(transcriber: Transcriber, audio: Audio) -> list[str]:
+    """faster-whisper itself, same loaded model and settings, word timestamps off."""
+    segments, _ = transcriber.whisper_model.transcribe(audio.samples, word_timestamps=False, **SETTINGS)
+    return [segment.text.strip() for segment in segments]
+
+
+def assert_word_timings_sound(result: TranscriptionResult) -> None:
+    """Every segment's words spell its text, lie inside it, and time never goes back."""
+    previous_end = 0.0
+    for segment in result.segments:
+        assert segment.words, f"no words for {segment.text!r}"
+        assert "".join(word.word for word in segment.words).strip() == segment.text
+        assert segment.start >= previous_end
+        for word in segment.words:
+            assert segment.start <= word.start <= word.end <= segment.end, (segment, word)
+            assert word.start >= previous_end, (segment, word)
+            previous_end = word.end
+        previous_end = segment.end
+    assert result.segments[-1].end <= result.duration + 0.05
+
+
+def test_word_timings_keep_plain_faster_whispers_text_on_a_long_real_recording(transcriber: Transcriber) -> None:
+    folder = metrics.real_speech_dir()
+    if folder is None:
+        pytest.skip(f"real-speech recordings not found ({metrics.REAL_SPEECH_HINT})")
+    audio = decode_audio(folder / "gentle_lucier.wav")
+    reference = (folder / "gentle_lucier.ref.txt").read_text()
+
+    result = transcriber.transcribe(audio)
+    plain = plain_segments(transcriber, audio)
+
+    # 101 s: several 30 s windows, where faster-whisper's word timestamps used to move the seek and lose
+    # "reinforce themselves, so that any semblance of my speech".
+    assert [segment.text for segment in result.segments] == plain
+    ours = " ".join(segment.text for segment in result.segments)
+    assert "semblance of my speech" in ours
+    assert metrics.wer(reference, ours) <= 0.06
+    assert_word_timings_sound(result)
+
+
+def test_word_timings_on_the_sample_call_sequential_and_batched(transcriber: Transcriber, sample_dir: Path) -> None:
+    audio = decode_audio(sample_dir / "sample.wav")
+    result = transcriber.transcribe(audio)
+    assert [segment.text for segment in result.segments] == plain_segments(transcriber, audio)
+    assert_word_timings_sound(result)
+
+    # The batched pipeline never seeked by word timings: it keeps faster-whisper's own words.
+    batched = Transcriber(TranscriptionOptions(model="tiny.en", device="cpu", compute_type="int8", batch_size=4))
+    batched_result = batched.transcribe(audio)
+    assert batched_result.batch_size == 4
+    for segment in batched_result.segments:
+        assert segment.words and "".join(word.word for word in segment.words).strip() == segment.text
+    assert "yankee" in " ".join(segment.text for segment in batched_result.segments).lower()
