@@ -52,6 +52,7 @@ bench: venv system-deps
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_gpu_panel.py
 	$(BIN)/python benchmarks/bench_dictation.py
 	$(BIN)/python benchmarks/bench_dictation.py --minutes 10
+	$(BIN)/python benchmarks/bench_speakers.py
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).

@@ -26,7 +26,9 @@ def normalise(text: str) -> list[str]:
     return re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
 
 
-def wer(reference: str, hypothesis: str) -> float:
+def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
+    """Edit distance in normalised words, and the reference's length: pooled over files, these give a WER
+    weighted by words rather than a mean of ratios."""
     ref, hyp = normalise(reference), normalise(hypothesis)
     previous = list(range(len(hyp) + 1))
     for i, ref_word in enumerate(ref, start=1):
@@ -34,17 +36,35 @@ def wer(reference: str, hypothesis: str) -> float:
         for j, hyp_word in enumerate(hyp, start=1):
             current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ref_word != hyp_word))
         previous = current
-    return previous[-1] / max(1, len(ref))
+    return previous[-1], len(ref)
 
 
-def stm_text(path: Path) -> str:
-    """The words of an STM file (fields: file channel speaker start end text…), in time order."""
+def wer(reference: str, hypothesis: str) -> float:
+    errors, length = word_errors(reference, hypothesis)
+    return errors / max(1, length)
+
+
+def _stm_rows(path: Path) -> list[tuple[float, str, str]]:
+    """(start, speaker, text) of an STM file (fields: file channel speaker start end text…), in time order."""
     rows = []
     for line in path.read_text().splitlines():
         fields = line.split(maxsplit=5)
         if len(fields) == 6 and not line.startswith(";;"):
-            rows.append((float(fields[3]), fields[5]))
-    return " ".join(text for _, text in sorted(rows))
+            rows.append((float(fields[3]), fields[2], fields[5]))
+    return sorted(rows)
+
+
+def stm_text(path: Path) -> str:
+    """The words of an STM file, in time order."""
+    return " ".join(text for _, _, text in _stm_rows(path))
+
+
+def stm_speaker_text(path: Path) -> dict[str, str]:
+    """Who said what: each speaker's words of an STM file, in time order (a cpWER reference)."""
+    texts: dict[str, list[str]] = {}
+    for _, speaker, text in _stm_rows(path):
+        texts.setdefault(speaker, []).append(text)
+    return {speaker: " ".join(words) for speaker, words in texts.items()}
 
 
 def rttm_annotation(path: Path) -> Any:
@@ -74,13 +94,32 @@ def transcript_annotation(transcript: dict[str, Any]) -> Any:
     return turns_annotation((s["start"], s["end"], s["speaker"]) for s in transcript["segments"] if s["speaker"])
 
 
-def der(reference: Any, hypothesis: Any, strict: bool = True) -> float:
-    """Strict: no collar, overlapped speech scored. Forgiving: 0.25 s collar, overlap skipped."""
+def der_metric(strict: bool = True) -> Any:
+    """Strict: no collar, overlapped speech scored. Forgiving: 0.25 s collar, overlap skipped. Calling it on
+    (reference, hypothesis) gives one file's DER; ``abs(metric)`` afterwards is the DER pooled over all."""
     from pyannote.metrics.diarization import DiarizationErrorRate
 
-    metric = (
+    return (
         DiarizationErrorRate(collar=0.0, skip_overlap=False)
         if strict
         else DiarizationErrorRate(collar=0.25, skip_overlap=True)
     )
-    return float(metric(reference, hypothesis))
+
+
+def der(reference: Any, hypothesis: Any, strict: bool = True) -> float:
+    return float(der_metric(strict)(reference, hypothesis))
+
+
+def cpwer(reference: dict[str, str], hypothesis: dict[str, str]) -> tuple[int, int]:
+    """CHiME's concatenated minimum-permutation WER (meeteval): each speaker's words concatenated, speakers
+    paired to minimise the errors. Returns (errors, reference words); words normalised as for :func:`wer`."""
+    from meeteval.wer.wer.cp import cp_word_error_rate
+
+    # Plain texts, already in spoken order: nothing for meeteval to sort by time.
+    result = cp_word_error_rate(
+        {speaker: " ".join(normalise(text)) for speaker, text in reference.items()},
+        {speaker: " ".join(normalise(text)) for speaker, text in hypothesis.items()},
+        reference_sort=False,
+        hypothesis_sort=False,
+    )
+    return int(result.errors), int(result.length)

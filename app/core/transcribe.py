@@ -151,6 +151,7 @@ class Transcriber:
         self.compute_type = ""
         self.batch_size = 0  # the last job's batch size after any halving
         self.fallbacks: list[str] = []  # what was refused on the way (compute types, batch sizes), for the log
+        self.align_seconds = 0.0  # the last job's word-alignment pass (part of its transcription time)
         self._model_factory = model_factory
         self._batched_factory = batched_factory
         self._model: Any = None
@@ -306,11 +307,16 @@ class Transcriber:
         elif kwargs.get("word_timestamps"):
             # Not faster-whisper's own word timestamps: they move its seeking and drop phrases. The text is
             # decoded as without them, the timings come from a separate alignment pass (app.core.word_timing).
-            from app.core.word_timing import transcribe_then_align
+            from app.core.word_timing import AlignmentClock, transcribe_then_align
 
-            segments_iter, info = transcribe_then_align(self._model, audio.samples, **kwargs)
+            clock = AlignmentClock()
+            segments_iter, info = transcribe_then_align(self._model, audio.samples, clock, **kwargs)
+            segments = tuple(self._collect(segments_iter, audio.duration, progress, cancel))
+            self.align_seconds = clock.seconds
+            return segments, info
         else:
             segments_iter, info = self._model.transcribe(audio.samples, **kwargs)
+        self.align_seconds = 0.0
         return tuple(self._collect(segments_iter, audio.duration, progress, cancel)), info
 
     @staticmethod

@@ -16,7 +16,9 @@ times are mapped back to the original audio at the end, again with faster-whispe
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,17 @@ import numpy as np
 SAMPLE_RATE = 16000
 
 
-def transcribe_then_align(model: Any, samples: np.ndarray, **kwargs: Any) -> tuple[Iterator[Any], Any]:
+@dataclass
+class AlignmentClock:
+    """Seconds spent on the alignment pass alone (features, one encoder run per window, the alignment), so
+    that its cost can be reported apart from the decoding it follows."""
+
+    seconds: float = 0.0
+
+
+def transcribe_then_align(
+    model: Any, samples: np.ndarray, clock: AlignmentClock | None = None, **kwargs: Any
+) -> tuple[Iterator[Any], Any]:
     """Like ``WhisperModel.transcribe(samples, word_timestamps=True, **kwargs)`` but with the text of
     ``word_timestamps=False``. Returns faster-whisper's segments (with ``words``) and its info."""
     from faster_whisper.vad import VadOptions, collect_chunks, get_speech_timestamps
@@ -37,16 +49,22 @@ def transcribe_then_align(model: Any, samples: np.ndarray, **kwargs: Any) -> tup
         chunks, _ = collect_chunks(samples, speech_chunks)
         audio = np.concatenate(chunks, axis=0)
     segments, info = model.transcribe(audio, vad_filter=False, **kwargs)
-    return _aligned(model, segments, audio, speech_chunks, info), info
+    return _aligned(model, segments, audio, speech_chunks, info, clock or AlignmentClock()), info
 
 
 def _aligned(
-    model: Any, segments: Iterator[Any], audio: np.ndarray, speech_chunks: list[dict[str, Any]] | None, info: Any
+    model: Any,
+    segments: Iterator[Any],
+    audio: np.ndarray,
+    speech_chunks: list[dict[str, Any]] | None,
+    info: Any,
+    clock: AlignmentClock,
 ) -> Iterator[Any]:
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import restore_speech_timestamps
 
     options = info.transcription_options
+    started = time.perf_counter()
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=info.language)
     # The same log-mel features the decoder computed from the same audio, so a window sliced here at a
     # segment's ``seek`` is the window that segment was decoded from.
@@ -54,12 +72,14 @@ def _aligned(
     content_frames = features.shape[-1] - 1
     window_frames = model.feature_extractor.nb_max_frames
     last_speech = 0.0
+    clock.seconds += time.perf_counter() - started
 
     def align(window: list[Any]) -> list[Any]:
         nonlocal last_speech
         from faster_whisper.audio import pad_or_trim
         from faster_whisper.transcribe import Word
 
+        started = time.perf_counter()
         seek = window[0].seek
         size = min(window_frames, content_frames - seek)
         encoder_output = model.encode(pad_or_trim(features[:, seek : seek + size]))
@@ -73,12 +93,14 @@ def _aligned(
             options.append_punctuations,
             last_speech_timestamp=last_speech,
         )
-        return [
+        aligned = [
             dataclasses.replace(
                 segment, start=row["start"], end=row["end"], words=[Word(**word) for word in row["words"]]
             )
             for segment, row in zip(window, rows, strict=True)
         ]
+        clock.seconds += time.perf_counter() - started
+        return aligned
 
     def windows() -> Iterator[Any]:
         # Segments arrive window by window (all of one window share its ``seek``); a window is aligned as soon
