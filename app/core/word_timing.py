@@ -10,11 +10,14 @@ aligned to that same window's encoder output with faster-whisper's own cross-att
 The alignment needs the window each segment was decoded in, in the time of the audio the decoder saw. With
 the VAD filter on, that audio is the speech chunks glued together, so the VAD runs here (with the same
 options and the same functions faster-whisper uses) and the decoder gets the glued audio with its own VAD off;
-times are mapped back to the original audio at the end, again with faster-whisper's own function.
+times are mapped back to the original audio at the end, again with faster-whisper's own function. The
+encoder output of each window is kept from the decoding rather than computed again: the encoder is most of
+what an alignment costs (measured on gentle_lucier.wav, tiny.en: re-encoding was nearly all of it).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -48,8 +51,29 @@ def transcribe_then_align(
         speech_chunks = get_speech_timestamps(samples, VadOptions())
         chunks, _ = collect_chunks(samples, speech_chunks)
         audio = np.concatenate(chunks, axis=0)
-    segments, info = model.transcribe(audio, vad_filter=False, **kwargs)
-    return _aligned(model, segments, audio, speech_chunks, info, clock or AlignmentClock()), info
+    encodings = _EncoderTap(model)
+    # A shallow copy for this job alone (same weights, same tokenizer) whose encoder calls are seen by the
+    # tap; the shared model object itself is left untouched, so another thread using it is unaffected.
+    job = copy.copy(model)
+    job.encode = encodings
+    segments, info = job.transcribe(audio, vad_filter=False, **kwargs)
+    return _aligned(model, segments, audio, speech_chunks, info, encodings, clock or AlignmentClock()), info
+
+
+class _EncoderTap:
+    """Calls the model's encoder and keeps its latest output. faster-whisper encodes a window, then yields
+    that window's segments before it encodes the next: the output kept when a window's first segment arrives
+    is that window's."""
+
+    def __init__(self, model: Any) -> None:
+        self._encode = model.encode
+        self.latest: Any = None
+        self.calls = 0
+
+    def __call__(self, features: np.ndarray) -> Any:
+        self.latest = self._encode(features)
+        self.calls += 1
+        return self.latest
 
 
 def _aligned(
@@ -58,31 +82,38 @@ def _aligned(
     audio: np.ndarray,
     speech_chunks: list[dict[str, Any]] | None,
     info: Any,
+    encodings: _EncoderTap,
     clock: AlignmentClock,
 ) -> Iterator[Any]:
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import restore_speech_timestamps
 
     options = info.transcription_options
-    started = time.perf_counter()
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=info.language)
-    # The same log-mel features the decoder computed from the same audio, so a window sliced here at a
-    # segment's ``seek`` is the window that segment was decoded from.
-    features = model.feature_extractor(audio)
-    content_frames = features.shape[-1] - 1
-    window_frames = model.feature_extractor.nb_max_frames
+    extractor = model.feature_extractor
+    # The decoder's frame count, as its feature extractor makes it: (samples + 160 padding) // hop frames, of
+    # which the last is dropped, then one more ("content_frames" in faster-whisper).
+    content_frames = (len(audio) + 160) // extractor.hop_length - 1
+    window_frames = extractor.nb_max_frames
     last_speech = 0.0
-    clock.seconds += time.perf_counter() - started
 
-    def align(window: list[Any]) -> list[Any]:
-        nonlocal last_speech
+    def encoder_output_of(seek: int, size: int) -> Any:
+        """The window's encoding from the decoding; computed again only if the decoder did not encode it here
+        (a first window encoded ahead of the decoding, as language detection could)."""
         from faster_whisper.audio import pad_or_trim
+
+        features = extractor(audio)[:, seek : seek + size]
+        return model.encode(pad_or_trim(features))
+
+    def align(window: list[Any], encoder_output: Any) -> list[Any]:
+        nonlocal last_speech
         from faster_whisper.transcribe import Word
 
         started = time.perf_counter()
         seek = window[0].seek
         size = min(window_frames, content_frames - seek)
-        encoder_output = model.encode(pad_or_trim(features[:, seek : seek + size]))
+        if encoder_output is None:
+            encoder_output = encoder_output_of(seek, size)
         rows = [{"seek": seek, "start": s.start, "end": s.end, "tokens": list(s.tokens)} for s in window]
         last_speech = model.add_word_timestamps(
             [rows],
@@ -106,14 +137,20 @@ def _aligned(
         # Segments arrive window by window (all of one window share its ``seek``); a window is aligned as soon
         # as the next one starts, so a cancel between segments still stops the decoding within a window.
         window: list[Any] = []
+        encoder_output: Any = None
+        calls = 0
         try:
             for segment in segments:
                 if window and segment.seek != window[0].seek:
-                    yield from align(window)
+                    yield from align(window, encoder_output)
                     window = []
+                if not window:
+                    # A new window: the tap's output is this window's if the decoder encoded since the last.
+                    encoder_output = encodings.latest if encodings.calls > calls else None
+                    calls = encodings.calls
                 window.append(segment)
             if window:
-                yield from align(window)
+                yield from align(window, encoder_output)
         finally:
             close = getattr(segments, "close", None)
             if close is not None:
