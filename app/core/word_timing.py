@@ -138,7 +138,9 @@ def _aligned(
         # as the next one starts, so a cancel between segments still stops the decoding within a window.
         window: list[Any] = []
         encoder_output: Any = None
-        calls = 0
+        # Counted from here, when the decoding starts: encodings made before it (language detection in
+        # ``transcribe`` itself) belong to no window.
+        calls = encodings.calls
         try:
             for segment in segments:
                 if window and segment.seek != window[0].seek:
