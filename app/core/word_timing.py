@@ -2,7 +2,8 @@
 
 faster-whisper's sequential decoder, asked for word timestamps, moves the start of the next 30 s window to the
 end of the last aligned word instead of the last timestamp token. On real speech that skips whole phrases
-(gentle_lucier.wav lost about 5 s: WER 0.105 against 0.048 without word timestamps). Here the decoding runs
+(gentle_lucier.wav, tiny.en, beam 5, VAD, lost about 5 s: WER 0.095 against 0.029 without word timestamps,
+scored as in tests/metrics.py). Here the decoding runs
 with word timestamps off, so the text is exactly plain faster-whisper's, and each window's tokens are then
 aligned to that same window's encoder output with faster-whisper's own cross-attention alignment
 (``WhisperModel.add_word_timestamps``), which only reads the tokens and never feeds back into the seeking.
@@ -12,7 +13,7 @@ the VAD filter on, that audio is the speech chunks glued together, so the VAD ru
 options and the same functions faster-whisper uses) and the decoder gets the glued audio with its own VAD off;
 times are mapped back to the original audio at the end, again with faster-whisper's own function. The
 encoder output of each window is kept from the decoding rather than computed again: the encoder is most of
-what an alignment costs (measured on gentle_lucier.wav, tiny.en: re-encoding was nearly all of it).
+what an alignment costs (gentle_lucier.wav, tiny.en on 2 cores: 2.5 s re-encoding, 0.34 s reusing).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ SAMPLE_RATE = 16000
 
 @dataclass
 class AlignmentClock:
-    """Seconds spent on the alignment pass alone (features, one encoder run per window, the alignment), so
-    that its cost can be reported apart from the decoding it follows."""
+    """Seconds spent on the alignment pass alone (the cross-attention alignment of each window, plus an
+    encoder run for a window the decoder did not encode itself), reported apart from the decoding."""
 
     seconds: float = 0.0
 
