@@ -38,6 +38,14 @@ ATTRIBUTION = (
     "licensed CC-BY-4.0 (https://creativecommons.org/licenses/by/4.0/); " + TERMS_URL
 )
 
+# Every model Scriba ships or fetches, with its licence, for the About dialog.
+MODEL_LICENSES = (
+    ("Whisper tiny.en (OpenAI), CTranslate2 conversion by Systran, bundled", "MIT"),
+    ("Silero VAD (Silero Team), shipped with faster-whisper", "MIT"),
+    ("GE2E speaker encoder (Resemblyzer, Resemble AI), for the built-in diarizer", "Apache-2.0"),
+    (ATTRIBUTION, LICENSE),
+)
+
 # What makes a directory a pipeline Scriba will load: the config and the three sub-models it names.
 _REQUIRED_FILES = (
     "config.yaml",
