@@ -187,3 +187,19 @@ def test_the_command_line_checks_downloads_lists_and_removes(hub: tuple[HubState
     assert listed.startswith("pyannote") and f"cache: {pipeline_dir()}" in listed and "CC-BY-4.0" in listed
     removed = _scriba("models", "remove", "pyannote", env=env)
     assert removed.returncode == 0 and not pipeline_dir().exists()
+
+
+def test_the_packaged_app_finds_the_bundled_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.core.diarize.pyannote_models import _REQUIRED_FILES, PYANNOTE_DIR_NAME
+
+    bundle = tmp_path / "_internal"
+    for name in _REQUIRED_FILES:
+        path = bundle / "models" / PYANNOTE_DIR_NAME / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"stand-in")
+    assert find_pipeline() is None
+    monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)  # what PyInstaller sets when frozen
+    found = find_pipeline()
+    assert found is not None and found.origin == "bundled"
+    assert found.path == bundle / "models" / PYANNOTE_DIR_NAME
+    assert "bundled" in choose_backend(DiarizerOptions()).reason
