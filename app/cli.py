@@ -359,9 +359,11 @@ def cmd_token(args: argparse.Namespace) -> int:
     if args.token_command == "status":
         token, origin = huggingface_token()
         if token:
-            print(f"a Hugging Face token is available (from {origin}); pyannote diarization will be used")
+            print(f"a Hugging Face token is available (from {origin}); `scriba models download pyannote` uses it")
         else:
-            print("no Hugging Face token: the built-in diarizer is used. `scriba token set` stores one.")
+            print(
+                "no Hugging Face token. `scriba token set` stores one; `scriba models download pyannote` asks for it."
+            )
         return 0
     try:
         if args.token_command == "set":
