@@ -97,6 +97,10 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.speaker_detection)
         layout.addWidget(buttons)
 
+    def done(self, result: int) -> None:
+        self.speaker_detection.cancel()  # a download in progress stops with the dialog; it resumes next time
+        super().done(result)
+
     @staticmethod
     def _speaker_box(value: int | None, what: str) -> QSpinBox:
         box = QSpinBox()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.cancel import CancelToken
 from app.core.diarize.pyannote_models import PYANNOTE_SIZE_MB, TERMS_URL, TOKENS_URL
 
 EXPLANATION = (
@@ -51,6 +52,7 @@ class SpeakerDetectionSection(QGroupBox):
         self._endpoint = endpoint
         self._diarizer = diarizer
         self._thread: threading.Thread | None = None
+        self._cancel = CancelToken()
         self.signals = _DownloadSignals(self)
         self.signals.progress.connect(self._on_progress)
         self.signals.failed.connect(self._on_failed)
@@ -109,22 +111,33 @@ class SpeakerDetectionSection(QGroupBox):
         if self._thread is not None and self._thread.is_alive():
             return
         token = self._token_now()
+        self._cancel = CancelToken()
         self.check_button.setEnabled(False)
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)  # busy until the size is known
         self.status.setText("Checking the token and the access to community-1…")
-        self._thread = threading.Thread(target=self._work, args=(token,), name="pyannote-download", daemon=True)
+        self._thread = threading.Thread(
+            target=self._work, args=(token, self._cancel), name="pyannote-download", daemon=True
+        )
         self._thread.start()
 
-    def _work(self, token: str | None) -> None:
+    def cancel(self) -> None:
+        """Stop a running download (the dialog closes); what arrived stays for the next attempt."""
+        self._cancel.cancel()
+
+    def _work(self, token: str | None, cancel: CancelToken) -> None:
         from app.core.diarize.pyannote_models import PyannoteAccessError, download_pipeline
+        from app.core.errors import CancelledError
 
         try:
             path = download_pipeline(
                 token,
                 progress=lambda done, total: self.signals.progress.emit(done // 1024, total // 1024),
+                cancel=cancel,
                 endpoint=self._endpoint,
             )
+        except CancelledError:
+            return  # the dialog is closing: nobody to tell
         except PyannoteAccessError as error:
             self.signals.failed.emit(error.kind, str(error))
         except Exception as error:  # shown in the dialog, never a traceback

@@ -203,3 +203,22 @@ def test_the_packaged_app_finds_the_bundled_pipeline(tmp_path: Path, monkeypatch
     assert found is not None and found.origin == "bundled"
     assert found.path == bundle / "models" / PYANNOTE_DIR_NAME
     assert "bundled" in choose_backend(DiarizerOptions()).reason
+
+
+def test_a_cancelled_download_keeps_what_arrived(hub: tuple[HubState, str], served_files: dict[str, bytes]) -> None:
+    from app.core.cancel import CancelToken
+    from app.core.errors import CancelledError
+
+    _, endpoint = hub
+    cancel = CancelToken()
+    total = sum(map(len, served_files.values()))
+
+    def progress(done: int, _: int) -> None:
+        if done > total // 2:
+            cancel.cancel()  # the person closed the dialog half-way
+
+    with pytest.raises(CancelledError):
+        download_pipeline(GOOD, progress=progress, cancel=cancel, endpoint=endpoint)
+    kept = sum(path.stat().st_size for path in pipeline_dir().parent.rglob("*") if path.is_file())
+    assert total // 2 < kept < total and find_pipeline() is None
+    assert folder_files(download_pipeline(GOOD, endpoint=endpoint)) == served_files

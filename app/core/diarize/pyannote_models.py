@@ -209,6 +209,8 @@ def _fetch_file(url: str, target: Path, size: int, token: str, timeout_s: float,
         part.unlink()
         have = 0
     headers = build_hf_headers(token=token, library_name="scriba")
+    # Byte counts and ranges must refer to the file itself, not to a compressed transfer of it.
+    headers["Accept-Encoding"] = "identity"
     if have:
         headers["Range"] = f"bytes={have}-"
     with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout_s) as response:
