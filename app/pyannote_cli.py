@@ -33,39 +33,45 @@ def list_line() -> str:
     return f"{PYANNOTE_MODEL_NAME:18} {size:>5} MB {'-':>6}  {status}"
 
 
-def _ask_token(stream: TextIO) -> str | None:
-    from app.core.secrets import HF_TOKEN_KEY, huggingface_token, set_secret
+def _ask_token(stream: TextIO) -> tuple[str | None, bool]:
+    """The token (from the environment or keyring, else asked for) and whether it was typed just now."""
+    from app.core.secrets import huggingface_token
 
     token, origin = huggingface_token()
     if token:
         stream.write(f"using the Hugging Face token from {origin}\n")
-        return token
+        return token, False
     if not sys.stdin.isatty():
         value = sys.stdin.readline().strip()
     else:
         import getpass
 
         value = getpass.getpass("Hugging Face read token (input hidden): ").strip()
-    if value:
-        try:
-            set_secret(HF_TOKEN_KEY, value)
-            stream.write("token stored in the system keyring\n")
-        except Exception as error:  # no keyring: still usable for this download
-            stream.write(f"note: the token could not be stored ({type(error).__name__}); it is used this once\n")
-    return value or None
+    return value or None, True
 
 
-def download(stream: TextIO = sys.stderr, endpoint: str | None = None) -> int:
-    from app.core.cancel import CancelToken
-    from app.core.errors import CancelledError, ModelError
+def _store(token: str, stream: TextIO) -> None:
+    from app.core.secrets import HF_TOKEN_KEY, set_secret
+
+    try:
+        set_secret(HF_TOKEN_KEY, token)
+        stream.write("token stored in the system keyring\n")
+    except Exception as error:  # no keyring: the download worked anyway, and pyannote no longer needs it
+        stream.write(f"note: the token could not be stored in the keyring ({type(error).__name__})\n")
+
+
+def download(stream: TextIO = sys.stderr) -> int:
+    from app.core.errors import ModelError
 
     found = find_pipeline()
     if found is not None:
         print(f"{PYANNOTE_MODEL_NAME}: {found.path}")
         return 0
     stream.write(how_to_get() + "\n")
-    token = _ask_token(stream)
-    cancel = CancelToken()
+    token, typed = _ask_token(stream)
+    if not token:
+        stream.write("scriba: error: no Hugging Face token given; nothing downloaded\n")
+        return 1
     last = [0.0]
 
     def progress(done: int, total: int) -> None:
@@ -76,17 +82,18 @@ def download(stream: TextIO = sys.stderr, endpoint: str | None = None) -> int:
             stream.flush()
 
     try:
-        path = download_pipeline(token, progress=progress, cancel=cancel, endpoint=endpoint)
-    except KeyboardInterrupt:
+        # The hub's address comes from the hub client's own setting (HF_ENDPOINT), as for any hub download.
+        path = download_pipeline(token, progress=progress)
+    except KeyboardInterrupt:  # what arrived is kept in the cache's partial folder
         stream.write("\ninterrupted: run the same command again to resume the download\n")
         return 130
-    except CancelledError:
-        return 130
     except ModelError as error:
-        stream.write(f"\nscriba: error: {error}\n")
+        stream.write(("\n" if stream.isatty() else "") + f"scriba: error: {error}\n")
         return 1
     if stream.isatty():
         stream.write("\n")
+    if typed:  # kept only once the hub accepted it
+        _store(token, stream)
     stream.write("done: pyannote runs offline from now on; the token is no longer needed for it\n")
     print(f"{PYANNOTE_MODEL_NAME}: {path}")
     return 0

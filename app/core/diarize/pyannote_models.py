@@ -13,6 +13,7 @@ pipeline's config.yaml names Python classes that pyannote imports and runs.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import shutil
 import sys
@@ -114,7 +115,7 @@ def directory_size(path: Path) -> int:
 class PyannoteAccessError(ModelDownloadError):
     """Why the pipeline cannot be downloaded with this token, in words, with the kind for the GUI."""
 
-    def __init__(self, kind: Literal["no-token", "token", "terms", "offline", "hub"], message: str) -> None:
+    def __init__(self, kind: Literal["no-token", "token", "terms", "offline", "hub", "disk"], message: str) -> None:
         self.kind = kind
         super().__init__(message)
 
@@ -151,6 +152,10 @@ def _classify(error: Exception, step: str) -> PyannoteAccessError:
         )
     if isinstance(error, HfHubHTTPError) and status is not None:
         return PyannoteAccessError("hub", f"the Hugging Face hub answered {status} while {step}; try again later")
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT):
+        return PyannoteAccessError(
+            "disk", f"cannot write to Scriba's model cache ({error.strerror}): free some space or fix its permissions"
+        )
     if step.startswith("downloading") and (
         isinstance(error, ConnectionError) or any(kind.__name__ == "TransportError" for kind in type(error).__mro__)
     ):
