@@ -81,10 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--diarizer",
         choices=("auto", "pyannote", "embedded"),
         default="auto",
-        help="diarization backend (default: pyannote with a token, else the built-in one)",
+        help="diarization backend (default: pyannote once downloaded, else the built-in one)",
     )
     transcribe.add_argument(
-        "--pyannote-pipeline", default=None, help="hub id or local directory of a pyannote pipeline"
+        "--pyannote-pipeline",
+        type=Path,
+        default=None,
+        help="a local pyannote pipeline folder (default: the downloaded one)",
     )
     transcribe.add_argument("--num-speakers", type=_positive, default=None)
     transcribe.add_argument("--min-speakers", type=_positive, default=None)
@@ -103,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     transcribe.add_argument("--no-vad", dest="vad", action="store_false", help="decode silence too")
     transcribe.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    models = commands.add_parser("models", help="list, download or remove Whisper models")
+    models = commands.add_parser("models", help="list, download or remove Whisper models and pyannote")
     model_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     model_commands.add_parser("list", help="the catalog and what is on disk")
-    download = model_commands.add_parser("download", help="download a catalog model")
+    download = model_commands.add_parser("download", help="download a catalog model, or pyannote")
     download.add_argument("name")
     remove = model_commands.add_parser("remove", help="delete a downloaded model")
     remove.add_argument("name")
@@ -232,7 +235,6 @@ class ProgressBar:
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from app.core.cancel import CancelToken
     from app.core.diarize import DiarizerOptions, SpeakerHints
-    from app.core.diarize.pyannote_backend import PYANNOTE_PIPELINE
     from app.core.errors import ScribaError
     from app.core.export import export
     from app.core.pipeline import Engine, PipelineOptions
@@ -261,7 +263,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         diarizer=DiarizerOptions(
             backend=args.diarizer,
             hints=hints,
-            pyannote_source=args.pyannote_pipeline or PYANNOTE_PIPELINE,
+            # What the user typed, made absolute here: the engine loads pipelines only from absolute paths.
+            pyannote_source=str(args.pyannote_pipeline.expanduser().absolute()) if args.pyannote_pipeline else None,
             hf_token=token,
             device=device,
         ),
@@ -315,6 +318,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     from app.core.errors import ModelError
     from app.core.models import CATALOG, default_model, download_model, installed_models, remove_model
 
+    if getattr(args, "name", None) == "pyannote":
+        from app import pyannote_cli
+
+        return pyannote_cli.download() if args.models_command == "download" else pyannote_cli.remove()
     try:
         if args.models_command == "list":
             on_disk = {model.name: model for model in installed_models()}
@@ -326,6 +333,9 @@ def cmd_models(args: argparse.Namespace) -> int:
                 if name == chosen:
                     status += "  (default)"
                 print(f"{name:18} {entry.size_mb:>5} MB {entry.vram_gb:>4.0f} GB  {status}")
+            from app.pyannote_cli import list_line
+
+            print(list_line())
             return 0
         if args.models_command == "download":
             entry = CATALOG.get(args.name)
@@ -349,9 +359,11 @@ def cmd_token(args: argparse.Namespace) -> int:
     if args.token_command == "status":
         token, origin = huggingface_token()
         if token:
-            print(f"a Hugging Face token is available (from {origin}); pyannote diarization will be used")
+            print(f"a Hugging Face token is available (from {origin}); `scriba models download pyannote` uses it")
         else:
-            print("no Hugging Face token: the built-in diarizer is used. `scriba token set` stores one.")
+            print(
+                "no Hugging Face token. `scriba token set` stores one; `scriba models download pyannote` asks for it."
+            )
         return 0
     try:
         if args.token_command == "set":

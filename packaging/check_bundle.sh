@@ -102,6 +102,19 @@ if grep -q "ModuleNotFoundError\|ImportError\|PackageNotFoundError\|Traceback" "
 fi
 step "ok: pyannote.audio and its pipeline load up to the (missing) model files, then fall back"
 
+# 6b. pyannote community-1 in the bundle (scriba.spec adds it when the builder had downloaded it): the frozen
+#     app must find it there and diarize with it, offline and without a token.
+BUNDLED_PIPELINE="$DIST/_internal/models/pyannote-speaker-diarization-community-1"
+if [ -f "$BUNDLED_PIPELINE/config.yaml" ]; then
+    run models list || { show_log; fail "'scriba models list' failed"; }
+    grep -q "^pyannote .*bundled: $BUNDLED_PIPELINE" "$WORK/out.log" || { show_log; fail "'scriba models list' does not show the bundled pyannote"; }
+    run transcribe "$SAMPLE" -f json -o "$WORK/bundled-pyannote" || { show_log; fail "'scriba transcribe' with the bundled pyannote failed"; }
+    grep -q "pyannote community-1 is bundled" "$WORK/out.log" || { show_log; fail "the bundled pyannote did not run"; }
+    step "ok: the bundled pyannote community-1 diarized offline"
+else
+    step "note: pyannote community-1 is not in this bundle (the builder had not run 'scriba models download pyannote')"
+fi
+
 # 7. The queue: the job runs in the worker's "spawn" child process (a second start of the frozen executable).
 QUEUE="$WORK/queue"
 run --data-dir "$QUEUE" queue add "$SAMPLE" --no-diarize -f txt -o "$WORK/queued" || { show_log; fail "'scriba queue add' failed"; }

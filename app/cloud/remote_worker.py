@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 SPEC_VERSION = 1
+log = logging.getLogger(__name__)
 
 
 class EventLog:
@@ -99,6 +101,16 @@ def run_worker(work: Path) -> int:
     token_file = work / "hf_token"
     token = token_file.read_text().strip() if token_file.is_file() else None
     token_file.unlink(missing_ok=True)  # read once into memory; never left on a machine we do not own
+    if token and any(opts.diarize and opts.diarizer != "embedded" for _, _, opts in files):
+        # The user sent the token for pyannote: fetch community-1 once into this machine's cache, checked as
+        # on the user's own computer, so that the automatic choice finds it; without it the built-in diarizer
+        # runs and the transcript says why.
+        from app.core.diarize.pyannote_models import download_pipeline
+
+        try:
+            download_pipeline(token)
+        except ScribaError as error:
+            log.warning("pyannote not available on this machine: %s", error)
 
     sampler = GpuStatsSampler()
     sampler.start(lambda snapshot: events.write("gpu", **_gpu_summary(snapshot)), float(spec.get("gpu_interval", 2.0)))

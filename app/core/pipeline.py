@@ -135,7 +135,7 @@ class Engine:
 
     @staticmethod
     def _diarizer_key(choice: DiarizerChoice, options: DiarizerOptions) -> tuple[str, str, str]:
-        return (choice.backend, options.pyannote_source if choice.backend == "pyannote" else "", options.device)
+        return (choice.backend, (options.pyannote_source or "") if choice.backend == "pyannote" else "", options.device)
 
     def _run_backend(
         self,

@@ -1,4 +1,5 @@
-"""Settings: model, device, language, speakers, output, and the Hugging Face token (kept in the keyring)."""
+"""Settings: model, device, language, speakers, output, and speaker detection (pyannote's one-time download,
+with the Hugging Face token kept in the keyring)."""
 
 from __future__ import annotations
 
@@ -21,18 +22,15 @@ from PySide6.QtWidgets import (
 from app.core.export import FORMATS
 from app.core.models import CATALOG
 from app.core.settings import Settings
+from app.gui.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
-TOKEN_HELP = (
-    "Speaker labels work without it (Scriba's built-in diarizer). With a free Hugging Face token, Scriba uses "
-    "pyannote's community-1 pipeline, which separates voices better in long meetings and crosstalk. Create a "
-    "read token at huggingface.co/settings/tokens and accept the model's conditions there. The token is kept "
-    "in your system keyring, never in a settings file, and is not shown here again."
-)
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, token_stored: bool, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: Settings, token_stored: bool, parent: QWidget | None = None, endpoint: str | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Scriba settings")
         self._settings = settings
@@ -76,20 +74,10 @@ class SettingsDialog(QDialog):
             box.setChecked(fmt in settings.formats)
             format_row.addWidget(box)
 
-        self.token = QLineEdit()
-        self.token.setEchoMode(QLineEdit.EchoMode.Password)
-        self.token.setPlaceholderText(
-            "a token is stored (hidden); type a new one to replace it" if token_stored else "hf_…"
-        )
-        clear = QPushButton("Forget token")
-        clear.setEnabled(token_stored)
-        clear.clicked.connect(self._clear_token)
-        self._clear_button = clear
-        token_row = QHBoxLayout()
-        token_row.addWidget(self.token)
-        token_row.addWidget(clear)
-        help_text = QLabel(TOKEN_HELP)
-        help_text.setWordWrap(True)
+        self.speaker_detection = SpeakerDetectionSection(token_stored, settings.diarizer, endpoint)
+        self.token = self.speaker_detection.token
+        self._clear_button = self.speaker_detection.clear_button
+        self._clear_button.clicked.connect(self._clear_token)
 
         form = QFormLayout()
         form.addRow("Model", self.model)
@@ -101,14 +89,17 @@ class SettingsDialog(QDialog):
         form.addRow("Speakers (0: detect)", speakers)
         form.addRow("Export finished jobs to", output)
         form.addRow("Export formats", format_row)
-        form.addRow("Hugging Face token", token_row)
-        form.addRow("", help_text)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.speaker_detection)
         layout.addWidget(buttons)
+
+    def done(self, result: int) -> None:
+        self.speaker_detection.cancel()  # a download in progress stops with the dialog; it resumes next time
+        super().done(result)
 
     @staticmethod
     def _speaker_box(value: int | None, what: str) -> QSpinBox:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import html
 from pathlib import Path
 
 from PySide6.QtCore import QSignalBlocker, Qt, QUrl, Signal
@@ -120,9 +121,14 @@ class TranscriptView(QWidget):
         self.transcript = transcript
         self._media_source = media
         speakers = f", {len(transcript.speakers)} speaker(s)" if transcript.speakers else ""
+        who = ""
+        if transcript.diarization is not None:
+            # Which diarizer ran and why, so that a person can tell pyannote from the built-in one.
+            name = "pyannote community-1" if transcript.diarization.backend == "pyannote" else "built-in diarizer"
+            who = f"<br>Speakers by {name}: {html.escape(transcript.diarization.reason)}"
         self.title.setText(
-            f"<b>{Path(transcript.source).name}</b> — {format_duration(transcript.duration)}, "
-            f"{transcript.language}, {transcript.model}{speakers}"
+            f"<b>{html.escape(Path(transcript.source).name)}</b> — {format_duration(transcript.duration)}, "
+            f"{transcript.language}, {transcript.model}{speakers}{who}"
         )
         self._fill()
         self._set_enabled(True)

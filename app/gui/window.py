@@ -52,6 +52,17 @@ from app.resources import icon_path
 log = logging.getLogger(__name__)
 
 
+def about_text() -> str:
+    """The About dialog's text: the version and each model's licence (CC-BY-4.0 asks for this attribution)."""
+    from app.core.diarize.pyannote_models import MODEL_LICENSES
+
+    models = "".join(f"<li>{name} — {licence}</li>" for name, licence in MODEL_LICENSES)
+    return (
+        f"<p><b>Scriba {__version__}</b><br>Transcribe and diarize, locally. MIT licence.</p>"
+        f"<p>Models:</p><ul>{models}</ul>"
+    )
+
+
 def _encode(data: QByteArray) -> str:
     return base64.b64encode(bytes(data.data())).decode("ascii")
 
@@ -294,7 +305,7 @@ class MainWindow(QMainWindow):
         self.transcript_view.search.selectAll()
 
     def _about(self) -> None:
-        QMessageBox.about(self, "About Scriba", f"Scriba {__version__}\nTranscribe and diarize, locally.")
+        QMessageBox.about(self, "About Scriba", about_text())
 
     # ------------------------------------------------------------------------------------------- queue
 

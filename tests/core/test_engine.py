@@ -41,7 +41,10 @@ def test_sample_wer(sample_json: dict, sample_dir: Path) -> None:
 def test_sample_two_speakers_and_strict_der(sample_json: dict, sample_dir: Path) -> None:
     assert sample_json["speakers"] == ["SPEAKER_00", "SPEAKER_01"]
     assert sample_json["diarization"]["backend"] == "embedded"
-    assert sample_json["diarization"]["reason"] == "no Hugging Face token: used the built-in diarizer (on CPU)"
+    assert sample_json["diarization"]["reason"].startswith(
+        "pyannote community-1 is not downloaded: used the built-in diarizer (get pyannote once with "
+        "`scriba models download pyannote`"
+    )
     reference = metrics.rttm_annotation(sample_dir / "sample.rttm")
     turns = metrics.turns_annotation((t["start"], t["end"], t["speaker"]) for t in sample_json["diarization"]["turns"])
     assert metrics.der(reference, turns, strict=True) <= 0.15
@@ -135,12 +138,21 @@ def test_progress_rises_to_one_and_cancel_stops_the_job(engine, three_voices) ->
     assert "diarize" not in stages
 
 
-def test_pyannote_without_access_falls_back_to_the_built_in_diarizer(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
+def test_pyannote_not_downloaded_or_broken_falls_back_to_the_built_in_diarizer(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
     from app.core.audio import decode_audio
+    from app.core.diarize.pyannote_models import _REQUIRED_FILES, pipeline_dir
 
     audio = decode_audio(three_voices[0])
-    # A token is set but the hub cannot be reached (no network here, as for a user offline).
+    # A token alone no longer reaches for the hub: pyannote runs only from a downloaded copy.
     result = engine.diarize(audio, DiarizerOptions(hf_token="hf_not_a_real_token"))
     assert result.backend == "embedded"
-    assert result.reason.startswith("pyannote could not run")
+    assert "scriba models download pyannote" in result.reason
     assert "hf_not_a_real_token" not in result.reason
+    # A damaged download (every file there, none of them loadable) must not lose the job either.
+    for name in _REQUIRED_FILES:
+        path = pipeline_dir() / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("damaged")
+    result = engine.diarize(audio, DiarizerOptions())
+    assert result.backend == "embedded"
+    assert result.reason.startswith("pyannote could not run")

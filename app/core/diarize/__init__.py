@@ -26,7 +26,9 @@ Backend = Literal["auto", "pyannote", "embedded"]
 class DiarizerOptions:
     backend: Backend = "auto"
     hints: SpeakerHints = field(default_factory=SpeakerHints)
-    pyannote_source: str = PYANNOTE_PIPELINE  # hub id or a local pipeline directory
+    # None: Scriba's downloaded (or bundled) copy of community-1; else an absolute pipeline directory the user
+    # gave. Never a hub id or a relative path: see pyannote_models for why.
+    pyannote_source: str | None = None
     hf_token: str | None = field(default=None, repr=False)  # never printed with the options
     device: str = "cpu"
 
@@ -39,19 +41,23 @@ class DiarizerChoice:
 
 def choose_backend(options: DiarizerOptions) -> DiarizerChoice:
     """Which backend to try first, and why, in words for the user."""
-    from pathlib import Path
-
     from app.core.diarize.pyannote_backend import pyannote_installed
+    from app.core.diarize.pyannote_models import find_pipeline
 
     if options.backend == "embedded":
         return DiarizerChoice("embedded", "the built-in diarizer was requested")
-    local = Path(options.pyannote_source).expanduser()
     if options.backend == "pyannote":
         return DiarizerChoice("pyannote", "pyannote was requested")
     if not pyannote_installed():
         return DiarizerChoice("embedded", "pyannote.audio is not installed: used the built-in diarizer")
-    if local.exists():
-        return DiarizerChoice("pyannote", f"local pyannote pipeline at {local}")
-    if options.hf_token:
-        return DiarizerChoice("pyannote", f"Hugging Face token found: used {options.pyannote_source}")
-    return DiarizerChoice("embedded", "no Hugging Face token: used the built-in diarizer")
+    if options.pyannote_source:
+        return DiarizerChoice("pyannote", f"pyannote pipeline at {options.pyannote_source}")
+    local = find_pipeline()
+    if local is not None:
+        where = "downloaded" if local.origin == "cache" else "bundled"
+        return DiarizerChoice("pyannote", f"pyannote community-1 is {where}: used it, offline")
+    return DiarizerChoice(
+        "embedded",
+        "pyannote community-1 is not downloaded: used the built-in diarizer "
+        "(get pyannote once with `scriba models download pyannote` or in Settings > Speaker detection)",
+    )

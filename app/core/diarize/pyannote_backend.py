@@ -1,5 +1,10 @@
-"""pyannote.audio's pretrained pipeline (community-1): the most accurate diarizer, gated on the Hugging Face
-hub (a free token after accepting its licence), or loaded from a local pipeline directory."""
+"""pyannote.audio's pretrained pipeline (community-1): the most accurate diarizer.
+
+It is gated on the Hugging Face hub (a free token after accepting its licence), so it is downloaded once
+(`scriba models download pyannote`, see pyannote_models) and loaded from then on from that local copy,
+offline. pyannote is only ever handed an absolute directory: given anything else it would look the name up in
+the current directory first, and then on the hub.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from app.core.audio import Audio
 
-PYANNOTE_PIPELINE = "pyannote/speaker-diarization-community-1"
+PYANNOTE_PIPELINE = "pyannote/speaker-diarization-community-1"  # the hub id, for messages
 
 
 def pyannote_installed() -> bool:
@@ -29,7 +34,7 @@ def pyannote_installed() -> bool:
 class PyannoteDiarizer:
     name = "pyannote"
 
-    def __init__(self, source: str = PYANNOTE_PIPELINE, token: str | None = None, device: str = "cpu") -> None:
+    def __init__(self, source: str | None = None, token: str | None = None, device: str = "cpu") -> None:
         self.source = source
         self._token = token
         self.device = device
@@ -47,21 +52,15 @@ class PyannoteDiarizer:
         import torch
         from pyannote.audio import Pipeline
 
-        local = Path(self.source).expanduser()
+        local = self._local_pipeline()
         try:
-            if local.exists():
-                pipeline = Pipeline.from_pretrained(local)
-            else:
-                pipeline = Pipeline.from_pretrained(self.source, token=self._token)
+            pipeline = Pipeline.from_pretrained(local)
         except Exception as error:
             raise DiarizationError(
-                f"could not load the pyannote pipeline '{self.source}': {type(error).__name__}: {error}"
+                f"could not load the pyannote pipeline at {local}: {type(error).__name__}: {error}"
             ) from error
-        if pipeline is None:  # older pyannote returns None for a gated model without access
-            raise DiarizationError(
-                f"no access to '{self.source}': accept its conditions on the Hugging Face hub "
-                "with the account of your token"
-            )
+        if pipeline is None:  # pragma: no cover - pyannote returns None only for hub ids, never handed in here
+            raise DiarizationError(f"pyannote could not load the pipeline at {local}")
         if self.device == "cuda" and not torch.cuda.is_available():
             # CTranslate2 (CUDA 12) can see a GPU that torch (CUDA 13) cannot use, with a driver older than
             # torch's CUDA needs: diarize on the CPU rather than fail the job, and say so.
@@ -81,6 +80,28 @@ class PyannoteDiarizer:
             torch.backends.cudnn.benchmark = True
         pipeline.to(torch.device(self.device))
         self._pipeline = pipeline
+
+    def _local_pipeline(self) -> Path:
+        """The absolute pipeline directory to load; downloads only when a token was handed in explicitly."""
+        from app.core.diarize.pyannote_models import download_pipeline, explicit_pipeline, find_pipeline
+        from app.core.errors import ModelError
+
+        try:
+            if self.source:
+                return explicit_pipeline(self.source).path
+            found = find_pipeline()
+            if found is not None:
+                return found.path
+            if self._token:
+                # pyannote was requested (not chosen automatically) with a token, e.g. on a rented machine:
+                # fetch it into the cache once, the same checked way as `scriba models download pyannote`.
+                return download_pipeline(self._token)
+        except ModelError as error:
+            raise DiarizationError(f"pyannote: {error}") from None
+        raise DiarizationError(
+            "pyannote community-1 is not downloaded: get it once with `scriba models download pyannote` "
+            "or in Settings > Speaker detection"
+        )
 
     def diarize(
         self,
