@@ -29,17 +29,8 @@ sys.path.insert(0, str(ROOT))
 from app.core.audio import Audio, decode_audio  # noqa: E402
 from app.core.diarize.encoder import SpeakerEncoder  # noqa: E402
 from app.core.speakers import MATCH_THRESHOLD, speaker_voiceprints, speech_spans, voiceprint  # noqa: E402
+from tests.real_speech import rttm_turns  # noqa: E402
 from tests.synth import SENTENCES, VOICES, conversation  # noqa: E402
-
-
-def rttm_turns(path: Path) -> list[tuple[float, float, str]]:
-    turns = []
-    for line in path.read_text().splitlines():
-        fields = line.split()
-        if fields and fields[0] == "SPEAKER":
-            start, duration = float(fields[3]), float(fields[4])
-            turns.append((start, start + duration, fields[7]))
-    return turns
 
 
 def main() -> int:

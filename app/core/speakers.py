@@ -38,9 +38,10 @@ STEP_S = 0.5
 # Turns of one speaker this close together, with nobody else speaking between them, are one stretch of
 # speech (diarizers and word-level references cut at every pause).
 BRIDGE_S = 0.5
-# One sample needs a little more than one window (a single window of a voice is too noisy); repeating
-# enrollment adds samples, and the centroid of several seconds is what recognises a voice reliably.
-MIN_ENROLL_SPEECH_S = 2.0
+# One sample needs at least one whole window of solo speech, the least a voiceprint can be computed from.
+# Repeating enrollment adds samples: the centroid of several seconds is what recognises a voice reliably
+# (the CLI and the window say so below RECOMMENDED_SPEECH_S).
+MIN_ENROLL_SPEECH_S = WINDOW_S
 RECOMMENDED_SPEECH_S = 5.0
 # Cosine similarity from which a diarized speaker takes an enrolled name. Calibrated on real recordings
 # (benchmarks/speaker_similarity.py, voiceprints from reference turns, pairs across recordings): different
@@ -338,7 +339,7 @@ class SpeakerLibrary:
         if print_.seconds < MIN_ENROLL_SPEECH_S or not math.isfinite(float(print_.vector.sum())):
             raise SpeakerLibraryError(
                 f"Too little speech to remember {name}: {print_.seconds:.1f} s found, at least "
-                f"{MIN_ENROLL_SPEECH_S:.0f} s of that person speaking alone is needed."
+                f"{MIN_ENROLL_SPEECH_S:g} s of that person speaking alone is needed."
             )
         sample = Sample(
             tuple(float(x) for x in print_.vector),
@@ -407,7 +408,7 @@ def enroll(
     if print_ is None:
         raise SpeakerLibraryError(
             f"Too little speech to remember {name}: {speech:.1f} s of speech found in the stretch, at least "
-            f"{MIN_ENROLL_SPEECH_S:.0f} s of that person speaking alone is needed."
+            f"{MIN_ENROLL_SPEECH_S:g} s of that person speaking alone is needed."
         )
     return library.add(name, print_, _describe(audio, start, end))
 
