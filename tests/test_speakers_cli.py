@@ -73,3 +73,19 @@ def test_errors_a_user_meets_are_one_line(tmp_path: Path) -> None:
         assert result.returncode == 1, args
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("scriba: error: ") and message in lines[0], result.stderr
+
+
+def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
+    from app.cli import build_parser, job_options_from_args
+    from app.core.settings import Settings, SettingsStore
+    from app.core.worker import pipeline_options
+
+    args = build_parser().parse_args(["queue", "add", "talk.wav", "--no-identify"])
+    assert job_options_from_args(args).identify is False
+    assert job_options_from_args(build_parser().parse_args(["queue", "add", "talk.wav"])).identify is True
+    # The queue's worker looks for the library in the queue's own data folder.
+    options = pipeline_options(job_options_from_args(args), None, tmp_path)
+    assert options.identify is False and options.speaker_library == str(tmp_path)
+    store = SettingsStore(tmp_path)
+    store.save(Settings(identify_speakers=False))
+    assert store.load().job_options().identify is False
