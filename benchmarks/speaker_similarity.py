@@ -33,15 +33,44 @@ from tests.real_speech import rttm_turns  # noqa: E402
 from tests.synth import SENTENCES, VOICES, conversation  # noqa: E402
 
 
+def diarized_turns(audio: Audio, reference: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """The built-in diarizer's turns, each diarized speaker named after the reference speaker it overlaps
+    most (two diarized speakers of one person are kept apart: ``name#2``)."""
+    from app.core.diarize.base import SpeakerHints
+    from app.core.diarize.embedded import EmbeddedDiarizer
+
+    turns = EmbeddedDiarizer(threads=1).diarize(audio, SpeakerHints())
+    overlap: dict[str, dict[str, float]] = {}
+    for turn in turns:
+        for start, end, who in reference:
+            shared = min(end, turn.end) - max(start, turn.start)
+            if shared > 0:
+                overlap.setdefault(turn.speaker, {}).setdefault(who, 0.0)
+                overlap[turn.speaker][who] += shared
+    names: dict[str, str] = {}
+    for label, counts in sorted(overlap.items(), key=lambda item: -max(item[1].values())):
+        name = max(counts, key=lambda who: counts[who])
+        names[label] = name if name not in names.values() else f"{name}#{label}"
+    return [(turn.start, turn.end, names.get(turn.speaker, f"none#{turn.speaker}")) for turn in turns]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--real-speech", type=Path, default=ROOT.parent / "shared" / "real-speech")
+    parser.add_argument(
+        "--diarized",
+        action="store_true",
+        help="voiceprints from the built-in diarizer's turns (each diarized speaker labelled with the reference "
+        "speaker it overlaps most) instead of the reference turns, as identification meets them in a transcript",
+    )
     args = parser.parse_args()
     encoder = SpeakerEncoder(threads=1)
     # (recording, speaker, vector, seconds)
     prints: list[tuple[str, str, np.ndarray, float]] = []
 
     def add_turns(recording: str, audio: Audio, turns: list[tuple[float, float, str]]) -> None:
+        if args.diarized:
+            turns = diarized_turns(audio, turns)
         for speaker, voice in speaker_voiceprints(encoder, audio, turns).items():
             if voice is None:
                 print(f"  {recording} {speaker}: no solo stretch of one window, skipped")
@@ -83,6 +112,8 @@ def main() -> int:
         if rec_a == rec_b:
             continue
         pair = (float(vec_a @ vec_b), f"{rec_a}:{spk_a} ~ {rec_b}:{spk_b}")
+        if "#" in spk_a or "#" in spk_b:
+            continue  # a diarized speaker that is nobody's majority speaker says nothing about one voice
         (same if spk_a == spk_b else different).append(pair)
 
     print(f"\n{len(prints)} voiceprints from {len({p[0] for p in prints})} recordings")

@@ -44,11 +44,12 @@ BRIDGE_S = 0.5
 MIN_ENROLL_SPEECH_S = WINDOW_S
 RECOMMENDED_SPEECH_S = 5.0
 # Cosine similarity from which a diarized speaker takes an enrolled name. Calibrated on real recordings
-# (benchmarks/speaker_similarity.py, voiceprints from reference turns, pairs across recordings): different
-# people reached 0.40-0.83 on real speech (AMI meetings, a phone call, read and spontaneous speech) and
-# 0.86 between two espeak-ng voices; the same person in another AMI meeting 0.89-0.92. A wrong name is
-# worse than no name, so the threshold sits above every different-speaker pair seen, below the AMI
-# same-speaker pairs. A voice changed by illness and another room (0.70 measured) stays unnamed.
+# (benchmarks/speaker_similarity.py, pairs of voiceprints from two different recordings): between different
+# people 0.40-0.83 on real speech (nine AMI meetings, a phone call, read and spontaneous speech; 0.80 at
+# most from the built-in diarizer's turns) and up to 0.86 between two espeak-ng voices; the same person in
+# another AMI meeting 0.89-0.92 from reference turns (0.78-0.89 from diarized turns). A wrong name is worse
+# than none, so the threshold sits above every different-speaker pair seen. A voice changed by a cold and
+# another room (0.70) stays unnamed, as does a person the diarizer split or mixed.
 MATCH_THRESHOLD = 0.87
 
 _GENERIC_NAME = re.compile(r"^SPEAKER_\d+$")
