@@ -114,6 +114,8 @@ class Engine:
         mark = time.perf_counter()
         transcript = build_transcript(audio, transcription, diarization)
         if diarization is not None and options.identify and options.speaker_library:
+            if cancel:
+                cancel.raise_if_cancelled()
             transcript = self.identify(transcript, audio, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
