@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QThread, Signal
+from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from app.core.errors import ScribaError
 from app.core.speakers import RECOMMENDED_SPEECH_S, SpeakerLibrary
 
-NAME_ROLE = 0x0100  # Qt.ItemDataRole.UserRole
+NAME_ROLE = Qt.ItemDataRole.UserRole  # the list item's speaker name, apart from its displayed text
 
 
 class SpeakersDialog(QDialog):
