@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="a local pyannote pipeline folder (default: the downloaded one)",
     )
+    transcribe.add_argument(
+        "--no-identify", dest="identify", action="store_false", help="do not name known speakers (`scriba speakers`)"
+    )
     transcribe.add_argument("--num-speakers", type=_positive, default=None)
     transcribe.add_argument("--min-speakers", type=_positive, default=None)
     transcribe.add_argument("--max-speakers", type=_positive, default=None)
@@ -120,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands.add_parser("clear", help="delete the stored token")
     token_commands.add_parser("status", help="say whether a token is available and from where")
     _add_queue_parser(commands)
+    from app.speakers_cli import add_speakers_parser
+
+    add_speakers_parser(commands)
     dictate = commands.add_parser("dictate", help="transcribe the microphone (or a file replayed) as you speak")
     dictate.add_argument("--list-devices", action="store_true", help="list the input devices and exit")
     dictate.add_argument("--device", default=None, help="input device: index or name (default: the system's)")
@@ -161,6 +167,7 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", default=None, help="language code, e.g. en; default: detect")
     parser.add_argument("--diarize", action=argparse.BooleanOptionalAction, default=True, help="label speakers")
     parser.add_argument("--diarizer", choices=("auto", "pyannote", "embedded"), default="auto")
+    parser.add_argument("--no-identify", dest="identify", action="store_false", help="do not name known speakers")
     parser.add_argument("--num-speakers", type=_positive, default=None)
     parser.add_argument("--min-speakers", type=_positive, default=None)
     parser.add_argument("--max-speakers", type=_positive, default=None)
@@ -268,6 +275,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             hf_token=token,
             device=device,
         ),
+        identify=args.identify,
+        speaker_library=str(resolve_data_dir(args.data_dir)),
     )
     engine = Engine()
     cancel = CancelToken()
@@ -463,6 +472,7 @@ def job_options_from_args(args: argparse.Namespace) -> Any:
         language=args.language,
         diarize=args.diarize,
         diarizer=args.diarizer,
+        identify=args.identify,
         num_speakers=args.num_speakers,
         min_speakers=args.min_speakers,
         max_speakers=args.max_speakers,
@@ -717,6 +727,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.gui.main import run_gui
 
         return run_gui(resolve_data_dir(args.data_dir), open_files)
+    if args.command == "speakers":
+        from app.speakers_cli import cmd_speakers
+
+        return cmd_speakers(args, resolve_data_dir(args.data_dir))
     if args.command == "transcribe":
         return cmd_transcribe(args)
     if args.command == "models":

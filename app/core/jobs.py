@@ -54,6 +54,7 @@ class JobOptions:
     language: str | None = None
     diarize: bool = True
     diarizer: str = "auto"
+    identify: bool = True  # name speakers whose voice is in the known-speaker library
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.audio import Audio, decode_audio
 from app.core.cancel import CancelToken
@@ -20,6 +21,9 @@ from app.core.errors import CancelledError, DiarizationError
 from app.core.merge import assign_speakers
 from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
 from app.core.transcript import DiarizationInfo, Transcript
+
+if TYPE_CHECKING:
+    from app.core.diarize.encoder import SpeakerEncoder
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,9 @@ class PipelineOptions:
     transcription: TranscriptionOptions = field(default_factory=TranscriptionOptions)
     diarize: bool = True
     diarizer: DiarizerOptions = field(default_factory=DiarizerOptions)
+    # Known speakers: name diarized speakers whose voice is in the library folder (None: no library).
+    identify: bool = True
+    speaker_library: str | None = None
 
 
 class Engine:
@@ -52,6 +59,7 @@ class Engine:
     def __init__(self) -> None:
         self._transcriber: Transcriber | None = None
         self._diarizers: dict[tuple[str, str, str], Diarizer] = {}
+        self._speaker_encoder: SpeakerEncoder | None = None
 
     def transcriber(self, options: TranscriptionOptions) -> Transcriber:
         if self._transcriber is None or not self._transcriber.matches(options):
@@ -65,6 +73,7 @@ class Engine:
             self._transcriber.unload()
         self._transcriber = None
         self._diarizers.clear()
+        self._speaker_encoder = None
 
     def run(
         self,
@@ -104,10 +113,34 @@ class Engine:
 
         mark = time.perf_counter()
         transcript = build_transcript(audio, transcription, diarization)
+        if diarization is not None and options.identify and options.speaker_library:
+            if cancel:
+                cancel.raise_if_cancelled()
+            transcript = self.identify(transcript, audio, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
         report("merge", 1.0)
         return replace(transcript, timings=timings)
+
+    def identify(self, transcript: Transcript, audio: Audio, library_dir: Path) -> Transcript:
+        """Name the speakers the library knows. A library that cannot be read costs the names, not the job."""
+        from app.core.speakers import SpeakerLibrary, SpeakerLibraryError, identify_transcript
+
+        try:
+            known = SpeakerLibrary.load(library_dir).known()
+        except SpeakerLibraryError as error:
+            log.warning("known speakers not matched: %s", error)
+            return transcript
+        if not known:
+            return transcript
+        return identify_transcript(transcript, audio, known, self.speaker_encoder())
+
+    def speaker_encoder(self) -> SpeakerEncoder:
+        if self._speaker_encoder is None:
+            from app.core.diarize.encoder import SpeakerEncoder
+
+            self._speaker_encoder = SpeakerEncoder()
+        return self._speaker_encoder
 
     def diarize(
         self,

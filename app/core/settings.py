@@ -32,6 +32,7 @@ class Settings:
     language: str | None = None  # None: detect
     diarize: bool = True
     diarizer: str = "auto"  # auto | pyannote | embedded
+    identify_speakers: bool = True  # name speakers found in the known-speaker library
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None
@@ -50,6 +51,7 @@ class Settings:
             language=self.language,
             diarize=self.diarize,
             diarizer=self.diarizer,
+            identify=self.identify_speakers,
             num_speakers=self.num_speakers,
             min_speakers=self.min_speakers,
             max_speakers=self.max_speakers,

@@ -46,6 +46,24 @@ class DiarizationInfo:
 
 
 @dataclass(frozen=True)
+class SpeakerIdentity:
+    """How a diarized speaker was matched against the known-speaker library (see app.core.speakers)."""
+
+    speaker: str  # the label in the segments and words: the enrolled name when recognised
+    diarized: str  # the diarizer's label (SPEAKER_00 …)
+    name: str | None  # the enrolled name, None when no known voice was close enough
+    similarity: float | None  # cosine similarity to ``closest`` (None: too little solo speech to compare)
+    closest: str | None  # the nearest enrolled voice
+    speech_seconds: float  # solo speech the voiceprint was computed from
+
+
+@dataclass(frozen=True)
+class Identification:
+    threshold: float
+    speakers: tuple[SpeakerIdentity, ...] = ()
+
+
+@dataclass(frozen=True)
 class Transcript:
     source: str
     duration: float
@@ -58,6 +76,7 @@ class Transcript:
     speakers: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     version: int = TRANSCRIPT_VERSION
+    identification: Identification | None = None  # None: known-speaker matching did not run
 
     @property
     def text(self) -> str:
@@ -82,7 +101,17 @@ class Transcript:
         if diarization is not None:
             turns = tuple(replace(turn, speaker=swap(turn.speaker) or turn.speaker) for turn in diarization.turns)
             diarization = replace(diarization, turns=turns)
-        return replace(self, segments=segments, speakers=speakers, diarization=diarization)
+        identification = self.identification
+        if identification is not None:
+            identification = replace(
+                identification,
+                speakers=tuple(
+                    replace(item, speaker=swap(item.speaker) or item.speaker) for item in identification.speakers
+                ),
+            )
+        return replace(
+            self, segments=segments, speakers=speakers, diarization=diarization, identification=identification
+        )
 
     def with_segment_text(self, index: int, text: str) -> Transcript:
         """The user corrected one segment. Its word timings described the old words, so they are dropped
@@ -115,6 +144,24 @@ class Transcript:
                 else None
             ),
             "speakers": list(self.speakers),
+            "identification": (
+                {
+                    "threshold": self.identification.threshold,
+                    "speakers": [
+                        {
+                            "speaker": item.speaker,
+                            "diarized": item.diarized,
+                            "name": item.name,
+                            "similarity": None if item.similarity is None else round(item.similarity, 4),
+                            "closest": item.closest,
+                            "speech_seconds": round(item.speech_seconds, 2),
+                        }
+                        for item in self.identification.speakers
+                    ],
+                }
+                if self.identification
+                else None
+            ),
             "segments": [
                 {
                     "start": round(segment.start, 3),
@@ -145,6 +192,7 @@ class Transcript:
                 f"unsupported transcript version {version!r} (this Scriba reads version {TRANSCRIPT_VERSION})"
             )
         diarization = data.get("diarization")
+        identification = data.get("identification")
         return cls(
             version=version,
             source=str(data["source"]),
@@ -166,6 +214,24 @@ class Transcript:
                 else None
             ),
             speakers=tuple(str(name) for name in data.get("speakers", [])),
+            identification=(
+                Identification(
+                    float(identification["threshold"]),
+                    tuple(
+                        SpeakerIdentity(
+                            speaker=str(item["speaker"]),
+                            diarized=str(item.get("diarized", item["speaker"])),
+                            name=item.get("name"),
+                            similarity=None if item.get("similarity") is None else float(item["similarity"]),
+                            closest=item.get("closest"),
+                            speech_seconds=float(item.get("speech_seconds", 0.0)),
+                        )
+                        for item in identification.get("speakers", [])
+                    ),
+                )
+                if identification
+                else None
+            ),
             segments=tuple(
                 Segment(
                     start=float(segment["start"]),

@@ -252,7 +252,9 @@ class EngineProcess:
         self._process, self._connection = None, None
 
 
-def pipeline_options(options: JobOptions, hf_token: str | None) -> PipelineOptions:
+def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library: Path | None = None) -> PipelineOptions:
+    """``speaker_library``: the folder of the known-speaker library (None: speakers are not named; a remote
+    machine never gets the library, so voiceprints stay on this one)."""
     from app.core.diarize import DiarizerOptions, SpeakerHints
     from app.core.transcribe import TranscriptionOptions, resolve_device
 
@@ -272,6 +274,8 @@ def pipeline_options(options: JobOptions, hf_token: str | None) -> PipelineOptio
             hf_token=hf_token if options.diarize and options.diarizer != "embedded" else None,
             device=device,
         ),
+        identify=options.identify,
+        speaker_library=str(speaker_library) if speaker_library is not None else None,
     )
 
 
@@ -467,7 +471,7 @@ class QueueWorker:
             return cancelled_by_user
 
         try:
-            options = pipeline_options(job.options, self._token_provider())
+            options = pipeline_options(job.options, self._token_provider(), self.store.directory)
             transcript = self.engine.run(job.source, options, on_progress, should_cancel)
         except CancelledError:
             if cancelled_by_user:

@@ -51,6 +51,8 @@ class SettingsDialog(QDialog):
         self.language.setPlaceholderText("detect (or a code: en, de, fr …)")
         self.diarize = QCheckBox("Label who speaks (diarization)")
         self.diarize.setChecked(settings.diarize)
+        self.identify = QCheckBox("Name known speakers (Edit › Known speakers…)")
+        self.identify.setChecked(settings.identify_speakers)
         self.diarizer = QComboBox()
         self.diarizer.addItems(["auto", "pyannote", "embedded"])
         self.diarizer.setCurrentText(settings.diarizer)
@@ -86,6 +88,7 @@ class SettingsDialog(QDialog):
         form.addRow("Language", self.language)
         form.addRow("", self.diarize)
         form.addRow("Diarizer", self.diarizer)
+        form.addRow("", self.identify)
         form.addRow("Speakers (0: detect)", speakers)
         form.addRow("Export finished jobs to", output)
         form.addRow("Export formats", format_row)
@@ -135,6 +138,7 @@ class SettingsDialog(QDialog):
             language=self.language.text().strip() or None,
             diarize=self.diarize.isChecked(),
             diarizer=self.diarizer.currentText(),
+            identify_speakers=self.identify.isChecked(),
             num_speakers=self.num_speakers.value() or None,
             min_speakers=self.min_speakers.value() or None,
             max_speakers=self.max_speakers.value() or None,

@@ -42,6 +42,7 @@ class TranscriptView(QWidget):
     """Shows one transcript. Edits (text, speaker names) are emitted as a whole new :class:`Transcript`."""
 
     transcript_edited = Signal(object)  # Transcript
+    remember_requested = Signal(str)  # a speaker label: enroll that voice in the known-speaker library
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,6 +67,9 @@ class TranscriptView(QWidget):
         self.speaker_box.setToolTip("Speaker to rename")
         self.rename_button = QPushButton("Rename speaker…")
         self.rename_button.clicked.connect(self._ask_rename)
+        self.remember_button = QPushButton("Remember this speaker…")
+        self.remember_button.setToolTip("Name this voice in new transcripts too (voiceprint kept on this computer)")
+        self.remember_button.clicked.connect(lambda: self.remember_requested.emit(self.speaker_box.currentText()))
         self.play_button = QPushButton("Play")
         self.play_button.setToolTip("Play or pause the audio (Ctrl+P)")
         self.play_button.clicked.connect(self.toggle_playback)
@@ -91,6 +95,7 @@ class TranscriptView(QWidget):
         tools.addWidget(self.match_label)
         tools.addWidget(self.speaker_box, 1)
         tools.addWidget(self.rename_button)
+        tools.addWidget(self.remember_button)
         tools.addWidget(self.play_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -102,7 +107,14 @@ class TranscriptView(QWidget):
     # ------------------------------------------------------------------------------------------- content
 
     def _set_enabled(self, enabled: bool) -> None:
-        for widget in (self.search, self.speaker_box, self.rename_button, self.play_button, self.table):
+        for widget in (
+            self.search,
+            self.speaker_box,
+            self.rename_button,
+            self.remember_button,
+            self.play_button,
+            self.table,
+        ):
             widget.setEnabled(enabled)
 
     def clear(self, message: str = "Select a finished job to read its transcript.") -> None:
@@ -133,6 +145,10 @@ class TranscriptView(QWidget):
         self._fill()
         self._set_enabled(True)
         self.rename_button.setEnabled(bool(transcript.speakers))
+        # Enrollment needs the turns and the audio the transcript came from.
+        self.remember_button.setEnabled(
+            bool(transcript.speakers) and transcript.diarization is not None and media is not None
+        )
 
     def _fill(self) -> None:
         transcript = self.transcript

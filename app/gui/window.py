@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -46,6 +47,7 @@ from app.gui.dictation_panel import DictationPanel
 from app.gui.gpu_panel import GpuPanel
 from app.gui.offload_dialog import BUDGET_KEY, SSH_HOST_KEY, OffloadDialog, OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
+from app.gui.speakers_dialog import RememberSpeaker, SpeakersDialog
 from app.gui.transcript_view import TranscriptView
 from app.resources import icon_path
 
@@ -165,6 +167,8 @@ class MainWindow(QMainWindow):
         left_layout.addWidget(self.table)
         self.transcript_view = TranscriptView()
         self.transcript_view.transcript_edited.connect(self._transcript_edited)
+        self.transcript_view.remember_requested.connect(self.remember_speaker)
+        self.remember_threads: list[RememberSpeaker] = []
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
         self.splitter.addWidget(self.transcript_view)
@@ -271,6 +275,8 @@ class MainWindow(QMainWindow):
         queue_menu.addAction(self.offload_action)
         edit_menu = menu.addMenu("&Edit")
         edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
+        self.speakers_action = self._action("Known speakers…", None, self.open_speakers)
+        edit_menu.addAction(self.speakers_action)
         view_menu = menu.addMenu("&View")
         view_menu.addAction(self.gpu_dock.toggleViewAction())
         view_menu.addAction(self.dictation_dock.toggleViewAction())
@@ -563,6 +569,50 @@ class MainWindow(QMainWindow):
             return
         self.statusBar().showMessage("Saved.", 2000)
 
+    # ------------------------------------------------------------------------------------------- speakers
+
+    def open_speakers(self) -> SpeakersDialog:
+        dialog = SpeakersDialog(self.store.directory, self)
+        dialog.show()
+        return dialog
+
+    def remember_speaker(self, speaker: str, name: str | None = None) -> RememberSpeaker | None:
+        """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
+        from app.core.errors import ScribaError
+        from app.core.speakers import check_name
+
+        view = self.transcript_view
+        transcript, job_id = view.transcript, view.job_id
+        if not speaker or transcript is None or job_id is None or transcript.diarization is None:
+            return None
+        if name is None:
+            suggestion = "" if speaker.startswith("SPEAKER_") else speaker
+            name, accepted = QInputDialog.getText(
+                self, "Remember this speaker", f"Name {speaker}'s voice in new transcripts as:", text=suggestion
+            )
+            if not accepted:
+                return None
+        try:
+            name = check_name(name)
+        except ScribaError as error:
+            self._remember_failed(str(error))
+            return None
+        source = self.store.get(job_id).source
+        turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
+        thread = RememberSpeaker(self.store.directory, name, source, turns, speaker, self)
+        thread.done.connect(lambda text: self.statusBar().showMessage(text, 15000))
+        thread.failed.connect(self._remember_failed)
+        thread.finished.connect(lambda: self.remember_threads.remove(thread))
+        self.remember_threads.append(thread)
+        self.statusBar().showMessage(f"Remembering {name}'s voice…")
+        thread.start()
+        return thread
+
+    def _remember_failed(self, text: str) -> None:
+        self.statusBar().clearMessage()
+        box = QMessageBox(QMessageBox.Icon.Warning, "Scriba: remember speaker", text, parent=self)
+        box.open()  # not exec(): the window (and the queue) keep running while it is shown
+
     def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> list[Path]:
         job = self.store.get(job_id)
         transcript = self.store.load_transcript(job_id)
@@ -662,6 +712,8 @@ class MainWindow(QMainWindow):
         self.bridge.stop()
         self.gpu_panel.stop()  # no sampler thread outlives the window
         self.dictation_panel.shutdown()  # the last words are flushed; an unsaved dictation is lost
+        for thread in list(self.remember_threads):
+            thread.wait()  # a voiceprint being saved is finished (seconds), never cut half-written
         for dialog in self.offload_dialogs:
             dialog.shutdown()  # cancelled; its thread tears the remote down before the program exits
         super().closeEvent(event)

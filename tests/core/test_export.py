@@ -85,6 +85,7 @@ def test_json_round_trip_keeps_the_contract() -> None:
         "compute_type",
         "diarization",
         "speakers",
+        "identification",  # known-speaker matching (None when it did not run); added within version 1
         "segments",
         "timings",
     }

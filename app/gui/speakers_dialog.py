@@ -1,0 +1,195 @@
+"""Known speakers in the window: the library dialog (list, rename, merge, forget) and "Remember this speaker…".
+
+The library and the matching live in :mod:`app.core.speakers`; this module only shows and forwards.
+Enrollment decodes the job's audio and runs the speaker encoder, so it runs on a thread of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.errors import ScribaError
+from app.core.speakers import RECOMMENDED_SPEECH_S, SpeakerLibrary
+
+NAME_ROLE = Qt.ItemDataRole.UserRole  # the list item's speaker name, apart from its displayed text
+
+
+class SpeakersDialog(QDialog):
+    """The enrolled voices. Every change is saved at once; errors show in the dialog's own status line."""
+
+    changed = Signal()
+
+    def __init__(self, library_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.library_dir = Path(library_dir)
+        self.setWindowTitle("Known speakers")
+        intro = QLabel(
+            "Scriba names these voices in every new transcript. Voiceprints stay on this computer; "
+            "no audio is kept. Add one with “Remember this speaker…” on a finished transcript."
+        )
+        intro.setWordWrap(True)
+        self.list = QListWidget()
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.rename_button = QPushButton("Rename…")
+        self.merge_button = QPushButton("Merge…")
+        self.merge_button.setToolTip("Two or more names that are one person become one name")
+        self.forget_button = QPushButton("Forget")
+        self.rename_button.clicked.connect(self._ask_rename)
+        self.merge_button.clicked.connect(self._ask_merge)
+        self.forget_button.clicked.connect(self._ask_forget)
+        self.list.itemSelectionChanged.connect(self._update_buttons)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        buttons = QHBoxLayout()
+        for button in (self.rename_button, self.merge_button, self.forget_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.list)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(close)
+        self.refresh()
+
+    def _library(self) -> SpeakerLibrary | None:
+        try:
+            return SpeakerLibrary.load(self.library_dir)
+        except ScribaError as error:
+            self.status.setText(str(error))
+            return None
+
+    def refresh(self) -> None:
+        self.list.clear()
+        library = self._library()
+        for known in library.known() if library else []:
+            note = "" if known.seconds >= RECOMMENDED_SPEECH_S else " — add more speech for reliable recognition"
+            item = QListWidgetItem(f"{known.name}  ({len(known.samples)} sample(s), {known.seconds:.1f} s){note}")
+            item.setData(NAME_ROLE, known.name)
+            self.list.addItem(item)
+        if library is not None and not library.speakers:
+            self.status.setText("No speakers enrolled yet.")
+        self._update_buttons()
+
+    def names(self) -> list[str]:
+        return [str(self.list.item(row).data(NAME_ROLE)) for row in range(self.list.count())]
+
+    def selected_names(self) -> list[str]:
+        return [str(item.data(NAME_ROLE)) for item in self.list.selectedItems()]
+
+    def _update_buttons(self) -> None:
+        count = len(self.list.selectedItems())
+        self.rename_button.setEnabled(count == 1)
+        self.merge_button.setEnabled(count >= 2)
+        self.forget_button.setEnabled(count >= 1)
+
+    def _apply(self, message: str, action: str, *args: object) -> bool:
+        library = self._library()
+        if library is None:
+            return False
+        try:
+            getattr(library, action)(*args)
+        except ScribaError as error:
+            self.status.setText(str(error))
+            return False
+        self.refresh()
+        self.status.setText(message)
+        self.changed.emit()
+        return True
+
+    def rename(self, old: str, new: str) -> bool:
+        return self._apply(f"Renamed {old} to {new.strip()}.", "rename", old, new)
+
+    def merge(self, names: list[str], into: str) -> bool:
+        return self._apply(f"Merged {', '.join(names)} into {into.strip()}.", "merge", names, into)
+
+    def forget(self, names: list[str]) -> bool:
+        return all(self._apply(f"Forgot {name}.", "forget", name) for name in names)
+
+    def _ask_rename(self) -> None:
+        names = self.selected_names()
+        if len(names) != 1:
+            return
+        new, accepted = QInputDialog.getText(self, "Rename speaker", f"New name for {names[0]}:", text=names[0])
+        if accepted:
+            self.rename(names[0], new)
+
+    def _ask_merge(self) -> None:
+        names = self.selected_names()
+        if len(names) < 2:
+            return
+        into, accepted = QInputDialog.getItem(
+            self, "Merge speakers", f"{', '.join(names)} are one person, named:", names, 0, True
+        )
+        if accepted:
+            self.merge(names, into)
+
+    def _ask_forget(self) -> None:
+        names = self.selected_names()
+        if not names:
+            return
+        answer = QMessageBox.question(self, "Forget speakers", f"Delete the voiceprints of {', '.join(names)}?")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.forget(names)
+
+
+class RememberSpeaker(QThread):
+    """Enrolls one diarized speaker of a finished job from that speaker's turns in the job's audio."""
+
+    done = Signal(str)  # a sentence for the status bar
+    failed = Signal(str)  # the error, one line
+
+    def __init__(
+        self,
+        library_dir: Path,
+        name: str,
+        source: Path,
+        turns: list[tuple[float, float, str]],
+        speaker: str,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.library_dir, self.name, self.source, self.turns, self.speaker = library_dir, name, source, turns, speaker
+
+    def run(self) -> None:
+        from app.core.audio import decode_audio
+        from app.core.diarize.encoder import SpeakerEncoder
+        from app.core.speakers import enroll_from_turns
+
+        try:
+            library = SpeakerLibrary.load(self.library_dir)
+            audio = decode_audio(self.source)
+            known = enroll_from_turns(library, self.name, SpeakerEncoder(), audio, self.turns, self.speaker)
+        except ScribaError as error:
+            self.failed.emit(str(error))
+            return
+        except Exception as error:  # an unexpected failure must reach the user as a dialog, not kill the thread
+            self.failed.emit(f"{type(error).__name__}: {error}")
+            return
+        advice = (
+            ""
+            if known.seconds >= RECOMMENDED_SPEECH_S
+            else " Remember more of their speech to recognise them reliably."
+        )
+        self.done.emit(
+            f"Scriba will name {known.name} in new transcripts ({len(known.samples)} sample(s), "
+            f"{known.seconds:.1f} s of speech).{advice}"
+        )

@@ -1,0 +1,199 @@
+"""Known speakers on real recordings: AMI ES2003a and ES2003b share MEE009 and MEE012; EN2002a's four
+people are strangers to them. Real GE2E weights, real speech, human who-spoke-when (RTTM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.audio import decode_audio
+from app.core.diarize.encoder import SpeakerEncoder
+from app.core.speakers import (
+    LIBRARY_FILE,
+    MATCH_THRESHOLD,
+    SpeakerLibrary,
+    SpeakerLibraryError,
+    enroll,
+    identify,
+    solo_spans,
+    speaker_voiceprints,
+)
+from app.core.transcript import Transcript
+from tests.metrics import rttm_annotation, transcript_annotation, turns_annotation
+from tests.real_speech import real_speech_dir, rttm_turns
+
+ENROLLED = ("MEE009", "MEE012")
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SpeakerEncoder:
+    return SpeakerEncoder(threads=1)
+
+
+@pytest.fixture(scope="module")
+def real() -> Path:
+    return real_speech_dir()
+
+
+def enroll_from_reference(library: SpeakerLibrary, encoder: SpeakerEncoder, real: Path, names: tuple[str, ...]) -> None:
+    """Enroll each name from every stretch of ES2003a where the RTTM says that person speaks alone."""
+    audio = decode_audio(real / "ami_ES2003a_0-30.wav")
+    turns = rttm_turns(real / "ami_ES2003a_0-30.rttm")
+    for name in names:
+        for start, end in solo_spans(turns, name):
+            try:
+                enroll(library, name, encoder, audio, start, end)
+            except SpeakerLibraryError as error:  # a stretch too short for a voiceprint: as a user would see
+                assert "Too little speech" in str(error)
+        assert library.get(name).seconds >= 5.0  # every solo stretch of the 30 s clip together
+
+
+@pytest.fixture(scope="module")
+def library_dir(tmp_path_factory: pytest.TempPathFactory, encoder: SpeakerEncoder, real: Path) -> Path:
+    directory = tmp_path_factory.mktemp("speakers")
+    enroll_from_reference(SpeakerLibrary.load(directory), encoder, real, ENROLLED)
+    return directory
+
+
+def diarization_error(reference_rttm: Path, hypothesis: Any) -> float:
+    from pyannote.metrics.diarization import DiarizationErrorRate
+
+    return float(DiarizationErrorRate(collar=0.25)(rttm_annotation(reference_rttm), hypothesis))
+
+
+def identification_error(reference_rttm: Path, hypothesis: Any) -> float:
+    from pyannote.metrics.identification import IdentificationErrorRate
+
+    return float(IdentificationErrorRate(collar=0.25)(rttm_annotation(reference_rttm), hypothesis))
+
+
+def test_enrollment_is_stored_as_voiceprints_only(library_dir: Path) -> None:
+    library = SpeakerLibrary.load(library_dir)
+    assert [known.name for known in library.known()] == list(ENROLLED)
+    assert all(len(known.samples) >= 2 for known in library.known())  # repeating enrollment adds samples
+    stored = json.loads((library_dir / LIBRARY_FILE).read_text())
+    sample = stored["speakers"]["MEE009"]["samples"][0]
+    assert len(sample["vector"]) == 256 and sample["seconds"] >= 2.0
+    assert "ami_ES2003a_0-30.wav" in sample["source"]
+    assert not list(library_dir.glob("*.tmp"))  # written to a temporary name, then renamed
+
+
+def test_reference_turns_of_another_meeting_get_the_enrolled_names(
+    library_dir: Path, encoder: SpeakerEncoder, real: Path
+) -> None:
+    """The identification step alone, on ES2003b's human turns: independent of the diarizer."""
+    library = SpeakerLibrary.load(library_dir).known()
+    audio = decode_audio(real / "ami_ES2003b_0-30.wav")
+    turns = rttm_turns(real / "ami_ES2003b_0-30.rttm")
+    anonymous = [(start, end, {"MEE009": "A", "MEE012": "B"}[who]) for start, end, who in turns]
+    matches = identify(speaker_voiceprints(encoder, audio, anonymous), library)
+    assert {label: match.name for label, match in matches.items()} == {"A": "MEE009", "B": "MEE012"}
+    for match in matches.values():
+        assert match.similarity is not None and match.similarity >= MATCH_THRESHOLD
+    named = turns_annotation((start, end, matches[who].speaker) for start, end, who in anonymous)
+    assert identification_error(real / "ami_ES2003b_0-30.rttm", named) == pytest.approx(0.0, abs=0.01)
+
+
+def test_strangers_on_reference_turns_stay_unnamed(library_dir: Path, encoder: SpeakerEncoder, real: Path) -> None:
+    library = SpeakerLibrary.load(library_dir).known()
+    audio = decode_audio(real / "ami_EN2002a_0-30.wav")
+    matches = identify(speaker_voiceprints(encoder, audio, rttm_turns(real / "ami_EN2002a_0-30.rttm")), library)
+    assert len(matches) == 4
+    assert all(match.name is None for match in matches.values()), matches
+    compared = [match for match in matches.values() if match.similarity is not None]
+    assert compared and all(match.similarity < MATCH_THRESHOLD for match in compared)  # type: ignore[operator]
+
+
+def test_one_name_is_never_given_twice(library_dir: Path, encoder: SpeakerEncoder, real: Path) -> None:
+    """ES2003b with MEE009's turns split into two diarized speakers: only one of them may be MEE009."""
+    library = SpeakerLibrary.load(library_dir).known()
+    audio = decode_audio(real / "ami_ES2003b_0-30.wav")
+    turns = rttm_turns(real / "ami_ES2003b_0-30.rttm")
+    split = [(s, e, f"{who}-{index % 2}" if who == "MEE009" else who) for index, (s, e, who) in enumerate(turns)]
+    names = [match.name for match in identify(speaker_voiceprints(encoder, audio, split), library).values()]
+    assert names.count("MEE009") <= 1 and names.count("MEE012") == 1
+
+
+@pytest.fixture(scope="module")
+def transcripts(engine: Any, library_dir: Path, real: Path) -> dict[str, Transcript]:
+    """ES2003b and EN2002a through the whole pipeline (tiny.en, the built-in diarizer), library enrolled."""
+    from app.core.diarize import DiarizerOptions
+    from app.core.pipeline import PipelineOptions
+    from app.core.transcribe import TranscriptionOptions
+
+    options = PipelineOptions(
+        transcription=TranscriptionOptions(language="en", cpu_threads=2),
+        diarizer=DiarizerOptions(backend="embedded"),
+        speaker_library=str(library_dir),
+    )
+    return {stem: engine.run(real / f"{stem}.wav", options) for stem in ("ami_ES2003b_0-30", "ami_EN2002a_0-30")}
+
+
+def test_a_transcript_carries_the_enrolled_names(transcripts: dict[str, Transcript], real: Path) -> None:
+    transcript = transcripts["ami_ES2003b_0-30"]
+    assert set(ENROLLED) <= set(transcript.speakers)
+    data = transcript.to_dict()
+    segment_speakers = {segment["speaker"] for segment in data["segments"]}
+    word_speakers = {word["speaker"] for segment in data["segments"] for word in segment["words"]}
+    assert set(ENROLLED) <= segment_speakers and set(ENROLLED) <= word_speakers
+    found = {item["name"]: item for item in data["identification"]["speakers"] if item["name"]}
+    assert set(found) == set(ENROLLED)
+    for item in found.values():
+        assert item["speaker"] == item["name"] and item["similarity"] >= data["identification"]["threshold"]
+    assert {turn["speaker"] for turn in data["diarization"]["turns"]} >= set(ENROLLED)
+    assert Transcript.from_dict(json.loads(json.dumps(data))).to_dict() == data
+    # Naming adds no error of its own: the identification error equals the diarization error under the
+    # best possible mapping of diarized speakers to people, i.e. every name went to the right speaker.
+    error = identification_error(real / "ami_ES2003b_0-30.rttm", transcript_annotation(data))
+    assert error <= diarization_error(real / "ami_ES2003b_0-30.rttm", transcript_annotation(data)) + 0.02
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="today's built-in diarizer splits ES2003b's two people into four speakers (DER 0.56 with a 0.25 s "
+    "collar); the names are right but two of the four stay unnamed. Expected to pass with the rewritten diarizer.",
+)
+def test_identification_error_of_the_whole_pipeline_on_es2003b(transcripts: dict[str, Transcript], real: Path) -> None:
+    data = transcripts["ami_ES2003b_0-30"].to_dict()
+    assert identification_error(real / "ami_ES2003b_0-30.rttm", transcript_annotation(data)) <= 0.35
+
+
+def test_strangers_in_a_transcript_get_no_enrolled_name(transcripts: dict[str, Transcript]) -> None:
+    transcript = transcripts["ami_EN2002a_0-30"]
+    assert not set(ENROLLED) & set(transcript.speakers)
+    assert transcript.identification is not None
+    assert all(item.name is None for item in transcript.identification.speakers)
+
+
+def test_renaming_a_named_speaker_keeps_the_identification_in_step(transcripts: dict[str, Transcript]) -> None:
+    renamed = transcripts["ami_ES2003b_0-30"].rename_speaker("MEE009", "Chair")
+    assert renamed.identification is not None
+    assert "Chair" in {item.speaker for item in renamed.identification.speakers}
+    assert "MEE009" not in renamed.speakers
+
+
+def test_library_rename_merge_forget_and_errors(tmp_path: Path, encoder: SpeakerEncoder, real: Path) -> None:
+    library = SpeakerLibrary.load(tmp_path)
+    audio = decode_audio(real / "ami_ES2003a_0-30.wav")
+    enroll(library, "Ann", encoder, audio, 2.13, 13.18)
+    enroll(library, "Bea", encoder, audio, 13.24, 16.81)
+    with pytest.raises(SpeakerLibraryError, match="Too little speech"):
+        enroll(library, "Cy", encoder, audio, 18.09, 18.34)
+    with pytest.raises(SpeakerLibraryError, match=r"ends .* before it starts"):
+        enroll(library, "Cy", encoder, audio, 5.0, 4.0)
+    with pytest.raises(SpeakerLibraryError, match="No speaker named 'Zed'"):
+        library.rename("Zed", "Ann")
+    with pytest.raises(SpeakerLibraryError, match="already in the library"):
+        library.rename("Ann", "Bea")
+    library.rename("Ann", "Anna")
+    assert [k.name for k in SpeakerLibrary.load(tmp_path).known()] == ["Anna", "Bea"]
+    merged = library.merge(["Anna", "Bea"], "Both")
+    assert len(merged.samples) == 2 and [k.name for k in SpeakerLibrary.load(tmp_path).known()] == ["Both"]
+    library.forget("Both")
+    assert SpeakerLibrary.load(tmp_path).known() == []
+    (tmp_path / LIBRARY_FILE).write_text("{not json")
+    with pytest.raises(SpeakerLibraryError, match="cannot be read"):
+        SpeakerLibrary.load(tmp_path)

@@ -1,0 +1,63 @@
+"""Known speakers in the window: "Remember this speaker…" on a finished transcript, and the library dialog."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.core.audio import decode_audio
+from app.core.diarize.encoder import SpeakerEncoder
+from app.core.speakers import SpeakerLibrary, enroll
+from tests.gui.test_window import finished_transcript
+from tests.real_speech import real_speech_dir
+
+
+def visible_message_box() -> QMessageBox | None:
+    boxes = [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible()]
+    return boxes[-1] if boxes else None
+
+
+def test_remember_a_named_speaker_then_manage_the_library(open_window, qtbot) -> None:  # type: ignore[no-untyped-def]
+    real = real_speech_dir()
+    window, _job, view = finished_transcript(open_window, qtbot, real / "ami_ES2003a_0-30.wav")
+    transcript = view.transcript
+    assert transcript is not None and transcript.diarization is not None
+    assert view.remember_button.isEnabled()
+    # The speaker with the most speech (MEE009 chairs this meeting), named by the user first.
+    talk: dict[str, float] = {}
+    for turn in transcript.diarization.turns:
+        talk[turn.speaker] = talk.get(turn.speaker, 0.0) + turn.end - turn.start
+    speaker = max(talk, key=lambda name: talk[name])
+    view.rename_speaker(speaker, "Chair")
+
+    thread = window.remember_speaker("Chair", "Chair")
+    assert thread is not None
+    with qtbot.waitSignal(thread.done, timeout=60000) as done:
+        pass
+    assert "Scriba will name Chair" in done.args[0]
+    qtbot.waitUntil(lambda: not window.remember_threads, timeout=5000)
+    library = SpeakerLibrary.load(window.store.directory)
+    assert [known.name for known in library.known()] == ["Chair"]
+    assert str(real / "ami_ES2003a_0-30.wav") in library.get("Chair").samples[0].source
+
+    # A diarizer's generic label is refused with one dialog, and nothing is stored.
+    assert window.remember_speaker("Chair", "SPEAKER_04") is None
+    qtbot.waitUntil(lambda: visible_message_box() is not None, timeout=3000)
+    box = visible_message_box()
+    assert box is not None and "choose a real name" in box.text()
+    box.close()
+
+    enroll(library, "Other", SpeakerEncoder(threads=1), decode_audio(real / "ami_ES2003a_0-30.wav"), 13.24, 16.81)
+    assert "Known speakers…" in [action.text() for action in window.menuBar().actions()[2].menu().actions()]
+    dialog = window.open_speakers()
+    qtbot.addWidget(dialog)
+    assert dialog.names() == ["Chair", "Other"]
+    assert not dialog.rename("Other", "Chair")  # taken: said in the dialog, nothing changes
+    assert "already in the library" in dialog.status.text() and dialog.names() == ["Chair", "Other"]
+    assert dialog.rename("Other", "Bea") and dialog.names() == ["Bea", "Chair"]
+    dialog.list.selectAll()
+    assert dialog.merge_button.isEnabled() and not dialog.rename_button.isEnabled()
+    assert dialog.merge(dialog.selected_names(), "Chair")
+    assert dialog.names() == ["Chair"]
+    assert len(SpeakerLibrary.load(window.store.directory).get("Chair").samples) == 2
+    assert dialog.forget(["Chair"]) and dialog.names() == []
+    assert SpeakerLibrary.load(window.store.directory).known() == []
