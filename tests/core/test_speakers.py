@@ -151,11 +151,6 @@ def test_a_transcript_carries_the_enrolled_names(transcripts: dict[str, Transcri
     assert error <= diarization_error(real / "ami_ES2003b_0-30.rttm", transcript_annotation(data)) + 0.02
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="today's built-in diarizer splits ES2003b's two people into four speakers (DER 0.56 with a 0.25 s "
-    "collar); the names are right but two of the four stay unnamed. Expected to pass with the rewritten diarizer.",
-)
 def test_identification_error_of_the_whole_pipeline_on_es2003b(transcripts: dict[str, Transcript], real: Path) -> None:
     data = transcripts["ami_ES2003b_0-30"].to_dict()
     assert identification_error(real / "ami_ES2003b_0-30.rttm", transcript_annotation(data)) <= 0.35
