@@ -188,7 +188,7 @@ class Engine:
             else:
                 from app.core.diarize.embedded import EmbeddedDiarizer
 
-                diarizer = EmbeddedDiarizer()
+                diarizer = EmbeddedDiarizer(device=options.device)
             self._diarizers[key] = diarizer
         return diarizer.diarize(audio, options.hints, progress, cancel)
 

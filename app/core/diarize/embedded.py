@@ -76,10 +76,14 @@ class EmbeddedDiarizer:
         self._embedding: SpeakerEmbedding | None = None
 
     def _load(self) -> tuple[Segmentation, SpeakerEmbedding]:
-        if self._threads:
-            import torch
+        import torch
 
+        if self._threads:
             torch.set_num_threads(self._threads)
+        if self.device == "cuda" and not torch.cuda.is_available():
+            # CTranslate2 (CUDA 12) can see a GPU that torch (CUDA 13) cannot use: diarize on the CPU rather
+            # than fail the job; the transcript's reason then says "on CPU".
+            self.device = "cpu"
         if self._segmentation is None:
             self._segmentation = Segmentation(self.device, self.options.segmentation_step_s)
         if self._embedding is None:
