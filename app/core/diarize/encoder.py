@@ -30,7 +30,7 @@ def weights_path() -> Path:
     spec = importlib.util.find_spec("resemblyzer")  # locates the package without importing it (and librosa)
     if spec is None or not spec.submodule_search_locations:
         raise DiarizationError(
-            "The built-in diarizer needs the 'resemblyzer' package (it ships the speaker encoder's weights). "
+            "Known speakers need the 'resemblyzer' package (it ships the voiceprint encoder's weights). "
             "Reinstall Scriba (`make venv`)."
         )
     path = Path(next(iter(spec.submodule_search_locations))) / "pretrained.pt"
