@@ -59,8 +59,9 @@ def test_realtime_replay_streams_partials_then_finals(dictation_wav: Path, tmp_p
         assert float(event["start"]) <= float(event["end"]) <= float(event["emitted_at"]) <= duration + 0.01
     ends = [float(event["end"]) for event in finals]
     assert ends == sorted(ends)
-    first_speech = synth.conversation(SAID[:1], pause=1.5)[1][0].start
-    assert float(partials[0]["emitted_at"]) < first_speech + 1.5, "the first partial within 1.5 s of speech"
+    # Words show while they are spoken: the first partial comes before the first utterance is final. How soon
+    # it comes is a latency, measured by benchmarks/bench_dictation.py, never asserted against the clock here.
+    assert float(partials[0]["emitted_at"]) < float(finals[0]["emitted_at"])
 
 
 def test_saved_session_is_a_done_job_that_exports(tmp_path: Path, dictation_wav: Path) -> None:
