@@ -102,6 +102,13 @@ def _handler(state: HubState) -> type[BaseHTTPRequestHandler]:
             wanted = self.headers.get("Range", "")
             if self.command == "GET" and wanted.startswith("bytes="):
                 start = int(wanted.removeprefix("bytes=").split("-")[0])
+            if start >= len(data) > 0:
+                # What a real server answers for a range past the end of the file.
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             body = data[start:]
             self.send_response(206 if start else 200)
             for key, value in common.items():

@@ -190,7 +190,8 @@ def speech_spans(audio: Audio, start: float = 0.0, end: float | None = None) -> 
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
     rate = audio.sample_rate
-    first = max(0, int(start * rate))
+    start = max(0.0, start)  # a stretch that begins before the recording begins at its start
+    first = int(start * rate)
     last = len(audio.samples) if end is None else min(len(audio.samples), int(end * rate))
     if last <= first:
         return []

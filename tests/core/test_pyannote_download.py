@@ -222,3 +222,26 @@ def test_a_cancelled_download_keeps_what_arrived(hub: tuple[HubState, str], serv
     kept = sum(path.stat().st_size for path in pipeline_dir().parent.rglob("*") if path.is_file())
     assert total // 2 < kept < total and find_pipeline() is None
     assert folder_files(download_pipeline(GOOD, endpoint=endpoint)) == served_files
+
+
+def test_a_download_cancelled_after_a_files_last_byte_completes_next_time(
+    hub: tuple[HubState, str], served_files: dict[str, bytes]
+) -> None:
+    """Cancelled right after the last chunk of the first file: its part holds every byte but was not renamed.
+    The next attempt must finish it, not ask for a range past its end (which a server refuses with 416)."""
+    from app.core.cancel import CancelToken
+    from app.core.errors import CancelledError
+
+    _, endpoint = hub
+    cancel = CancelToken()
+
+    def progress(done: int, _: int) -> None:
+        # Set at the first report (0 bytes), it is raised at the next one: after the first file's only chunk
+        # (the stand-in's first file is small) was written, before the file is renamed into place.
+        cancel.cancel()
+
+    with pytest.raises(CancelledError):
+        download_pipeline(GOOD, progress=progress, cancel=cancel, endpoint=endpoint)
+    parts = [path for path in pipeline_dir().parent.rglob("*.part") if path.is_file()]
+    assert parts, "the cancel should leave a part behind"
+    assert folder_files(download_pipeline(GOOD, endpoint=endpoint)) == served_files

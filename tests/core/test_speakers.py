@@ -20,6 +20,7 @@ from app.core.speakers import (
     identify,
     solo_spans,
     speaker_voiceprints,
+    speech_spans,
 )
 from app.core.transcript import Transcript
 from tests.metrics import rttm_annotation, transcript_annotation, turns_annotation
@@ -68,6 +69,12 @@ def identification_error(reference_rttm: Path, hypothesis: Any) -> float:
     from pyannote.metrics.identification import IdentificationErrorRate
 
     return float(IdentificationErrorRate(collar=0.25)(rttm_annotation(reference_rttm), hypothesis))
+
+
+def test_a_stretch_starting_before_the_recording_starts_at_its_beginning(real: Path) -> None:
+    audio = decode_audio(real / "ami_ES2003a_0-30.wav")
+    spans = speech_spans(audio, -3.0, 6.0)
+    assert spans == speech_spans(audio, 0.0, 6.0) and spans and spans[0][0] >= 0.0
 
 
 def test_enrollment_is_stored_as_voiceprints_only(library_dir: Path) -> None:

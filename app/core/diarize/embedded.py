@@ -107,7 +107,9 @@ class EmbeddedDiarizer:
         if not regions:
             return ()
         features = embedding.filterbank(samples)
-        n_frames = min(len(features), len(count))
+        # The filterbank stops 25 ms short of the end (Kaldi's edge snipping); the count covers every 10 ms, so
+        # frames are counted by it and a window reaching past the filterbank embeds its last whole window.
+        n_frames = len(count)
         window = round(options.window_s / FRAME_S)
         step = max(1, round(options.step_s / FRAME_S))
         starts, spans = _window_starts(regions, n_frames, window, step)

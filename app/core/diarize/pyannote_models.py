@@ -172,7 +172,8 @@ def _classify(error: Exception, step: str) -> PyannoteAccessError:
         return PyannoteAccessError(
             "offline", "cannot reach huggingface.co (offline?): connect to the internet and try again"
         )
-    return PyannoteAccessError("hub", f"the download failed while {step} ({type(error).__name__}: {error})")
+    # The type only: the hub client's error text can quote request headers, and so the token.
+    return PyannoteAccessError("hub", f"the download failed while {step} ({type(error).__name__})")
 
 
 def check_access(token: str | None, endpoint: str | None = None, timeout_s: float = 15.0) -> str:
@@ -215,6 +216,12 @@ def _fetch_file(url: str, target: Path, size: int, token: str, timeout_s: float,
     if have > size:  # the file changed on the hub since: start again
         part.unlink()
         have = 0
+    if have == size and size > 0:
+        # Every byte arrived before the last attempt stopped (cancelled right after its final chunk): asking for
+        # the range past the end would be refused (416), so finish the file instead.
+        report(have)
+        part.replace(target)
+        return
     headers = build_hf_headers(token=token, library_name="scriba")
     # Byte counts and ranges must refer to the file itself, not to a compressed transfer of it.
     headers["Accept-Encoding"] = "identity"
@@ -258,8 +265,8 @@ def download_pipeline(
     import huggingface_hub
 
     partial = target.with_name(f".{target.name}.partial")
-    partial.mkdir(parents=True, exist_ok=True)
     try:
+        partial.mkdir(parents=True, exist_ok=True)
         info = huggingface_hub.HfApi(endpoint=endpoint).model_info(
             PYANNOTE_REPO, revision=PYANNOTE_REVISION, token=token, files_metadata=True, timeout=timeout_s
         )
@@ -300,9 +307,12 @@ def download_pipeline(
         raise _classify(error, "downloading the pipeline") from None
     if not is_pipeline_dir(partial.absolute()):
         raise PyannoteAccessError("hub", f"the download of {PYANNOTE_REPO} is incomplete (files missing); try again")
-    if target.exists():
-        shutil.rmtree(target)
-    partial.rename(target)
+    try:
+        if target.exists():
+            shutil.rmtree(target)
+        partial.rename(target)
+    except OSError as error:
+        raise _classify(error, "writing the model cache") from None
     return target.absolute()
 
 
