@@ -356,7 +356,7 @@ def _overlap_turns(
     others[np.arange(len(labels)), np.maximum(labels, 0)] = -np.inf
     second = np.where(overlap & (labels >= 0), others.argmax(axis=1), -1)
     shortest = round(options.min_overlap_s / FRAME_S)
-    return [turn for turn in _frames_to_turns(second, shortest)]
+    return _frames_to_turns(second, shortest)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
