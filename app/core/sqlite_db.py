@@ -64,7 +64,8 @@ class SqliteDatabase:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host: how a store tells a crashed owner from a live one."""
+    """Whether process ``pid`` exists on this host. Not enough alone to call an owner alive: after a reboot or a
+    container restart the pid is soon reused; use :func:`owner_alive` with the start time recorded with it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,3 +73,36 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def process_started_at(pid: int | None = None) -> float | None:
+    """When process ``pid`` (default: this one) started, in seconds since the epoch; None when it does not exist.
+
+    Recorded next to a pid, it tells the process that wrote a row from a later process that got the same pid."""
+    import psutil
+
+    try:
+        return float(psutil.Process(os.getpid() if pid is None else pid).create_time())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except (psutil.AccessDenied, OSError):
+        return None
+
+
+# Start times are read from /proc with a clock-tick (10 ms) resolution and a boot time that may be rounded:
+# two readings of one process agree far better than this, a reused pid starts seconds or reboots later.
+_START_TOLERANCE_S = 1.0
+
+
+def owner_alive(pid: int | None, started_at: float | None) -> bool:
+    """Whether the process that recorded (``pid``, ``started_at``) is still running on this host.
+
+    A row written before start times were recorded (``started_at`` None) falls back to the pid alone."""
+    if pid is None or pid <= 0 or not pid_alive(pid):
+        return False
+    if started_at is None:
+        return True
+    now_started = process_started_at(pid)
+    if now_started is None:  # exists but unreadable (another user's process): it cannot be ours
+        return False
+    return abs(now_started - started_at) <= _START_TOLERANCE_S

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,22 @@ def test_add_many_and_change_detection_across_connections(tmp_path: Path) -> Non
     assert not window.changed()  # its own commits are not news to it
     worker.claim_next()
     assert window.changed() and not window.changed()
+
+
+def test_owner_alive_tells_a_reused_pid_from_the_process_that_wrote_the_row() -> None:
+    from app.core.sqlite_db import owner_alive, process_started_at
+
+    mine = process_started_at()
+    assert mine is not None
+    assert owner_alive(os.getpid(), mine)
+    # Same pid, another start time: what a container restart or a reboot gives a new process.
+    assert not owner_alive(os.getpid(), mine - 3600)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = process_started_at(child.pid)
+        assert started is not None and owner_alive(child.pid, started)
+    finally:
+        child.kill()
+        child.wait()
+    assert not owner_alive(child.pid, started)
+    assert owner_alive(os.getpid(), None)  # rows written before start times were recorded: pid alone
