@@ -14,6 +14,7 @@ umap, hdbscan and numba) is never imported.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from app.core.errors import DiarizationError
 SAMPLE_RATE = 16000
 CHUNK_S = 10.0  # segmentation-3.0 was trained on 10 s chunks
 HOP_SAMPLES = 160  # 10 ms: the frame of the filterbank and of Scriba's frame-level decisions
+FBANK_WINDOW = 400  # 25 ms: the samples behind one filterbank row
 SEGMENTATION_WEIGHTS = "models/pyannote_segmentation_3.0/pytorch_model.bin"
 CAMPP_WEIGHTS = "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt"
 CAMPP_SOURCE = "camplusplus.py"
@@ -78,7 +80,9 @@ class Segmentation:
         self._model = model.to(device).eval()
         self._powerset = Powerset(3, 2)  # three local speakers, at most two at once
 
-    def speaker_count(self, samples: np.ndarray, cancel: Any = None) -> np.ndarray:
+    def speaker_count(
+        self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None
+    ) -> np.ndarray:
         """The number of active speakers per 10 ms frame (averaged over overlapping chunks, so fractional)."""
         torch = self._torch
         chunk = int(CHUNK_S * SAMPLE_RATE)
@@ -110,6 +114,8 @@ class Segmentation:
                     index = (np.arange(length) * len(counts) * HOP_SAMPLES // chunk).clip(0, len(counts) - 1)
                     total[first_frame : first_frame + length] += counts[index]
                     covered[first_frame : first_frame + length] += 1
+                if progress is not None:
+                    progress(min(1.0, (first + len(batch_starts)) / len(starts)))
         return total / np.maximum(covered, 1)
 
 
@@ -149,18 +155,57 @@ class SpeakerEmbedding:
         self._model = model.to(device).eval()
 
     def filterbank(self, samples: np.ndarray) -> np.ndarray:
-        """80-band Kaldi filterbank of the whole recording, one row per 10 ms (the features CAM++ was trained on).
+        """80-band Kaldi filterbank of ``samples``, one row per 10 ms (the features CAM++ was trained on).
 
-        Computed once per recording; each window then takes its rows, which equals the window's own filterbank
-        apart from its first and last 15 ms."""
+        Row i is computed from samples [160 i, 160 i + 400) alone (no dither, per-frame DC removal and
+        pre-emphasis), so the filterbank of a stretch starting at a multiple of 160 samples equals the same rows
+        of the whole recording's: :meth:`embed_windows` computes it block by block."""
         from torchaudio.compliance import kaldi
 
         torch = self._torch
-        if len(samples) < 400:
-            samples = np.pad(samples, (0, 400 - len(samples)))
+        if len(samples) < FBANK_WINDOW:
+            samples = np.pad(samples, (0, FBANK_WINDOW - len(samples)))
         waveform = torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32))[None] * 32768
         features = kaldi.fbank(waveform, num_mel_bins=80, dither=0.0, sample_frequency=SAMPLE_RATE)
         return features.numpy()
+
+    def embed_windows(
+        self,
+        samples: np.ndarray,
+        starts: np.ndarray,
+        length: int,
+        block_frames: int = 6000,
+        progress: Callable[[float], None] | None = None,
+        cancel: Any = None,
+    ) -> np.ndarray:
+        """Embed the filterbank rows ``[s, s + length)`` of the recording for each start frame s.
+
+        The filterbank is computed for one block of about a minute of windows at a time: for a whole recording it
+        costs 32 KB per second of audio (345 MB for three hours) and several times that while it is computed;
+        per block, memory stays the same whatever the length. A window reaching past the end embeds the last
+        whole window, as before."""
+        total_frames = 1 + (max(len(samples), FBANK_WINDOW) - FBANK_WINDOW) // HOP_SAMPLES
+        length = min(length, total_frames)
+        clamped = np.clip(np.asarray(starts, dtype=np.int64), 0, total_frames - length)
+        out = np.zeros((len(clamped), self.dimension), dtype=np.float32)
+        order = np.argsort(clamped, kind="stable")
+        position = 0
+        while position < len(order):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            first_frame = int(clamped[order[position]])
+            end = position
+            while end < len(order) and clamped[order[end]] < first_frame + block_frames:
+                end += 1
+            members = order[position:end]
+            last_frame = int(clamped[members].max()) + length
+            piece = samples[first_frame * HOP_SAMPLES : (last_frame - 1) * HOP_SAMPLES + FBANK_WINDOW]
+            features = self.filterbank(piece)
+            out[members] = self.embed(features, clamped[members] - first_frame, length)
+            position = end
+            if progress is not None:
+                progress(position / len(order))
+        return out
 
     def embed(self, features: np.ndarray, starts: np.ndarray, length: int, batch_size: int = 64) -> np.ndarray:
         """Embed ``features[s : s + length]`` for each start frame s; returns (len(starts), 192) unit vectors."""

@@ -56,6 +56,13 @@ class EmbeddedDiarizerOptions:
     # merge, at 0.22 the phone call's two speakers merge. 0.17 is the one value where none of these happens.
     merge_distance: float = 0.17
     max_speakers: int = 20
+    # Long recordings: the windows are clustered in blocks of this many (about 20 minutes of speech) first,
+    # and the blocks' clusters then together, so time and memory grow linearly with the length (issue 17).
+    # A recording with fewer windows is clustered in one piece, exactly as before.
+    cluster_block: int = 1600
+    # Inside a block only merges well under the final threshold are made: a block's clusters are merged
+    # again, with every other block's, in the second stage; what it merges wrongly could not be undone.
+    block_merge_fraction: float = 0.5
     min_speaker_s: float = 2.0
     change_penalty: float = 2.0  # Viterbi cost of a speaker change, in units of per-frame similarity
     min_turn_s: float = 0.3
@@ -100,24 +107,20 @@ class EmbeddedDiarizer:
         options = self.options
         samples: np.ndarray = audio.samples
         segmentation, embedding = self._load()
-        count = segmentation.speaker_count(samples, cancel)
-        if progress:
-            progress(0.4)
+        # Progress: segmentation is about 60 % of the time, the speaker embeddings 30 %, the rest 10 %.
+        count = segmentation.speaker_count(samples, cancel, _scaled(progress, 0.0, 0.6))
         regions = speech_regions(count, options)
         if not regions:
             return ()
-        features = embedding.filterbank(samples)
         # The filterbank stops 25 ms short of the end (Kaldi's edge snipping); the count covers every 10 ms, so
         # frames are counted by it and a window reaching past the filterbank embeds its last whole window.
         n_frames = len(count)
         window = round(options.window_s / FRAME_S)
         step = max(1, round(options.step_s / FRAME_S))
         starts, spans = _window_starts(regions, n_frames, window, step)
-        if cancel:
-            cancel.raise_if_cancelled()
-        embeddings = embedding.embed(features, starts, window)
-        if progress:
-            progress(0.8)
+        embeddings = embedding.embed_windows(
+            samples, starts, window, progress=_scaled(progress, 0.6, 0.3), cancel=cancel
+        )
         if cancel:
             cancel.raise_if_cancelled()
 
@@ -127,10 +130,12 @@ class EmbeddedDiarizer:
         labels = drop_small_speakers(embeddings, labels, spans, hints, options.min_speaker_s)
         centroids = np.stack([_unit(embeddings[labels == k].mean(axis=0)) for k in range(labels.max() + 1)])
 
+        if progress:
+            progress(0.95)
         speech = np.zeros(n_frames, dtype=bool)
         for first, last in regions:
             speech[first:last] = True
-        scores, covered = _frame_scores(embeddings @ centroids.T, spans, n_frames)
+        scores, covered = _frame_scores((embeddings @ centroids.T).astype(np.float32), spans, n_frames)
         frame_labels = _viterbi(scores, speech & covered, options.change_penalty)
         frame_labels = _absorb_short_turns(frame_labels, round(options.min_turn_s / FRAME_S))
         frame_labels = _bridge_pauses(frame_labels, round(options.bridge_s / FRAME_S))
@@ -208,7 +213,13 @@ def cluster(
     options: EmbeddedDiarizerOptions,
 ) -> np.ndarray:
     """Labels 0..k-1: agglomerative merging of the two clusters whose means are closest once the distance that
-    noise alone explains is taken off; stops at ``merge_distance`` (or at the count the hints ask for)."""
+    noise alone explains is taken off; stops at ``merge_distance`` (or at the count the hints ask for).
+
+    Up to ``cluster_block`` windows are clustered at once. Beyond, the windows are first clustered block by
+    block (in time order) with a stricter threshold, and those clusters, each a sum and a count, are then
+    merged together by the same rule: the pairwise table is never larger than a block, so a three-hour
+    recording costs three times an hour rather than nine, and a voice heard in the first block and again in
+    the last is still one cluster, because the second stage compares every block's clusters with every other's."""
     n = len(embeddings)
     target = hints.num_speakers
     fewest = hints.min_speakers or 1
@@ -217,6 +228,48 @@ def cluster(
         return np.zeros(1, dtype=np.int64)
     sums = embeddings.astype(np.float64)
     counts = np.ones(n)
+    owner = np.arange(n)  # window -> item (cluster) of the current stage
+    block = max(2, options.cluster_block)
+    while len(counts) > block:
+        strict = options.merge_distance * options.block_merge_fraction
+        block_sums: list[np.ndarray] = []
+        block_counts: list[np.ndarray] = []
+        renumber = np.empty(len(counts), dtype=np.int64)
+        for first in range(0, len(counts), block):
+            last = min(len(counts), first + block)
+            local = _agglomerate(
+                sums[first:last], counts[first:last], noise, independent, strict, None, 1, last - first
+            )
+            merged = local.max() + 1
+            renumber[first:last] = local + sum(len(c) for c in block_counts)
+            block_sums.append(np.stack([sums[first:last][local == k].sum(axis=0) for k in range(merged)]))
+            block_counts.append(np.asarray([counts[first:last][local == k].sum() for k in range(merged)]))
+        reduced = sum(len(c) for c in block_counts)
+        owner = renumber[owner]
+        sums, counts = np.concatenate(block_sums), np.concatenate(block_counts)
+        if reduced > 0.9 * len(renumber):
+            break  # the blocks hardly merge (noise everywhere): stop reducing, the last stage takes what is left
+    labels = _agglomerate(sums, counts, noise, independent, options.merge_distance, target, fewest, most)
+    _, renumbered = np.unique(labels[owner], return_inverse=True)
+    return renumbered.astype(np.int64)
+
+
+def _agglomerate(
+    sums: np.ndarray,
+    counts: np.ndarray,
+    noise: float,
+    independent: float,
+    merge_distance: float,
+    target: int | None,
+    fewest: int,
+    most: int,
+) -> np.ndarray:
+    """Agglomerative merging of items given as (sum of unit vectors, number of windows); labels 0..k-1."""
+    n = len(counts)
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    sums = np.array(sums, dtype=np.float64)
+    counts = np.array(counts, dtype=np.float64)
     alive = np.ones(n, dtype=bool)
     owner = np.arange(n)
 
@@ -229,7 +282,12 @@ def cluster(
         corrected[index] = np.inf
         return corrected
 
-    distance = np.stack([gaps(index) for index in range(n)])
+    means = sums / counts[:, None]
+    norms = np.sum(means**2, axis=1)
+    distance = np.maximum(norms[:, None] + norms[None, :] - 2 * (means @ means.T), 0.0)
+    inverse = 1 / (independent * counts)
+    distance -= noise * (inverse[:, None] + inverse[None, :])
+    np.fill_diagonal(distance, np.inf)
     # Each row's nearest cluster is kept up to date, so a merge costs O(n) rather than a scan of the matrix.
     nearest = distance.argmin(axis=1)
     nearest_gap = distance[np.arange(n), nearest]
@@ -241,7 +299,7 @@ def cluster(
         if target is not None:
             if clusters <= target:
                 break
-        elif clusters <= most and (best >= options.merge_distance or clusters <= fewest):
+        elif clusters <= most and (best >= merge_distance or clusters <= fewest):
             break
         sums[first] += sums[second]
         counts[first] += counts[second]
@@ -273,14 +331,7 @@ def drop_small_speakers(
     """Give the windows of speakers with under ``min_speech_s`` of speech to the closest remaining voice.
 
     A count the user asked for is kept (the largest speakers stay)."""
-    n_frames = max(end for _, end in spans)
-    speech = []
-    for label in range(labels.max() + 1):
-        covered = np.zeros(n_frames, dtype=bool)
-        for (first, last), own in zip(spans, labels, strict=True):
-            if own == label:
-                covered[first:last] = True
-        speech.append(covered.sum() * FRAME_S)
+    speech = _speech_seconds(labels, np.asarray(spans, dtype=np.int64))
     order = np.argsort(speech)[::-1]
     keep = [int(label) for label in order if speech[label] >= min_speech_s]
     wanted = hints.num_speakers or hints.min_speakers or 1
@@ -295,17 +346,41 @@ def drop_small_speakers(
     return renumbered.astype(np.int64)
 
 
+def _speech_seconds(labels: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Seconds of speech each label's windows cover (overlapping windows counted once), in O(n log n)."""
+    seconds = np.zeros(labels.max() + 1)
+    for label in range(len(seconds)):
+        own = spans[labels == label]
+        if len(own) == 0:
+            continue
+        own = own[np.argsort(own[:, 0], kind="stable")]
+        reach = np.maximum.accumulate(own[:, 1])
+        covered_until = np.concatenate([[own[0, 0]], reach[:-1]])
+        seconds[label] = np.maximum(own[:, 1] - np.maximum(own[:, 0], covered_until), 0).sum() * FRAME_S
+    return seconds
+
+
+def _scaled(progress: ProgressCallback | None, offset: float, share: float) -> ProgressCallback | None:
+    if progress is None:
+        return None
+    return lambda fraction: progress(offset + share * min(1.0, max(0.0, fraction)))
+
+
 def _frame_scores(similarity: np.ndarray, spans: list[tuple[int, int]], n_frames: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean similarity to each speaker of the windows over each frame, and which frames any window covers."""
-    scores = np.zeros((n_frames + 1, similarity.shape[1]), dtype=np.float64)
-    counts = np.zeros(n_frames + 1)
+    scores = np.zeros((n_frames + 1, similarity.shape[1]), dtype=np.float32)
+    counts = np.zeros(n_frames + 1, dtype=np.int32)
     for (first, last), row in zip(spans, similarity, strict=True):
         scores[first] += row
         scores[last] -= row
         counts[first] += 1
         counts[last] -= 1
     coverage = np.cumsum(counts)[:n_frames]
-    return np.cumsum(scores, axis=0)[:n_frames] / np.maximum(coverage, 1)[:, None], coverage > 0
+    # In place and in float32: for a three-hour recording these are a million frames per speaker.
+    np.cumsum(scores, axis=0, out=scores)
+    scores = scores[:n_frames]
+    scores /= np.maximum(coverage, 1)[:, None]
+    return scores, coverage > 0
 
 
 def _viterbi(scores: np.ndarray, speech: np.ndarray, change_penalty: float) -> np.ndarray:
@@ -319,8 +394,8 @@ def _viterbi(scores: np.ndarray, speech: np.ndarray, change_penalty: float) -> n
         labels[frames] = 0
         return labels
     path_scores = scores[frames]
-    back = np.zeros((len(frames), speakers), dtype=np.int64)
-    total = path_scores[0].copy()
+    back = np.zeros((len(frames), speakers), dtype=np.int8 if speakers < 128 else np.int64)
+    total = path_scores[0].astype(np.float64)  # sums over a million frames: float32 would lose the penalty
     stay_index = np.arange(speakers)
     for t in range(1, len(frames)):
         best = int(total.argmax())
