@@ -100,3 +100,24 @@ def test_sweep_reports_a_machine_it_cannot_reach(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "4020" in result.stderr and "1 still open" in result.stdout
     assert "scriba offload key set vast" in result.stderr
+
+
+def test_key_set_without_a_keyring_says_what_to_do_in_one_line(tmp_path: Path) -> None:
+    """No keyring backend at all (a server, a container): keyring's own "fail" backend, as keyring picks it there."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    command = [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "offload", "key"]
+    stored = subprocess.run(
+        [*command, "set", "vast"], input="vast-secret-456\n", capture_output=True, text=True, env=env
+    )
+    assert stored.returncode == 1
+    assert "Traceback" not in stored.stderr and len(stored.stderr.strip().splitlines()) == 1
+    assert "keyring is not available" in stored.stderr and "SCRIBA_VAST_API_KEY" in stored.stderr
+    assert "vast-secret-456" not in stored.stderr + stored.stdout
+    cleared = subprocess.run([*command, "clear", "vast"], capture_output=True, text=True, env=env)
+    assert cleared.returncode == 1 and "Traceback" not in cleared.stderr
+    # What the message offers works: the key from the environment is found (and never printed).
+    env["SCRIBA_VAST_API_KEY"] = "vast-secret-456"
+    status = subprocess.run([*command, "status", "vast"], capture_output=True, text=True, env=env)
+    assert status.returncode == 0 and "a key is set" in status.stdout
+    assert "vast-secret-456" not in status.stdout + status.stderr
