@@ -163,11 +163,16 @@ def test_ctrl_c_while_vast_creates_the_machine_finds_and_ends_it(api: ReplayServ
     assert "vast machine 4020 was terminated (the provider confirmed it)" in child.stderr()
 
 
-def test_a_second_ctrl_c_during_the_teardown_is_held_back(api: ReplayServer, tmp_path: Path) -> None:
-    account = VastAccount(create_hold=threading.Event(), destroy_hold=threading.Event())
+@pytest.mark.parametrize("moment", ["during the create", "while the machine boots"])
+def test_a_second_ctrl_c_during_the_teardown_is_held_back(api: ReplayServer, tmp_path: Path, moment: str) -> None:
+    stalled_create = moment == "during the create"
+    account = VastAccount(create_hold=threading.Event() if stalled_create else None, destroy_hold=threading.Event())
     route_vast(api, account)
     child = start(api, tmp_path / "data")
-    wait_until(lambda: bool(api.calls("PUT", CREATE)), "the rental request", child)
+    if stalled_create:
+        wait_until(lambda: bool(api.calls("PUT", CREATE)), "the rental request", child)
+    else:
+        wait_until(lambda: bool(api.calls("GET", INSTANCE)), "the wait for the machine", child)
     child.process.send_signal(signal.SIGINT)
     wait_until(lambda: bool(api.calls("DELETE", INSTANCE)), "the destroy request", child)
     child.process.send_signal(signal.SIGINT)  # impatient: the teardown has not finished
