@@ -4,7 +4,7 @@ machines, the pinned known-hosts file, the ledger, and a live offer for the row 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from app.cloud.ledger import Ledger
@@ -22,6 +22,26 @@ def cloud_dir(data_dir: Path) -> Path:
 
 def ledger_for(data_dir: Path) -> Ledger:
     return Ledger(data_dir / "cloud-ledger.sqlite3")
+
+
+def sweep_left_behind(
+    data_dir: Path, notify: Callable[[str], None], providers: Mapping[str, Provider] | None = None
+) -> int:
+    """The start-up sweep (the window's, `offload run`'s): end the machines of runs that died and check the ledger
+    against the list of every provider that has a key, even when the ledger looks clean (a ledger that was wrong
+    or could not be written must not hide a machine that bills). Returns how many entries are still open.
+    ``providers``: default, every provider whose key is set."""
+    from app.cloud.providers import configured_providers
+
+    ledger = ledger_for(data_dir)
+    try:
+        if providers is None:
+            providers = configured_providers()
+        if providers or ledger.open_entries():
+            ledger.sweep_orphans(providers, notify)
+        return len(ledger.open_entries())
+    finally:
+        ledger.close()
 
 
 def rented_machine_key(data_dir: Path) -> tuple[Path, str]:

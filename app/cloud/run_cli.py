@@ -211,7 +211,8 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         from app.core.secrets import huggingface_token
 
         token, _ = huggingface_token()
-    sweep_at_start(data_dir)
+    if not sweep_at_start(data_dir):
+        return 130
     try:
         offload = build_rented_offload(
             args.provider,
@@ -301,22 +302,25 @@ def run_offload(
             return 1, None
 
 
-def sweep_at_start(data_dir: Path) -> None:
+def sweep_at_start(data_dir: Path) -> bool:
     """Before renting: end what earlier runs left behind (killed, stopped by a watchdog that could not end the
-    machine, a reboot) and check the ledger against each provider's own list. Never stops the new run."""
-    from app.cloud.launch import ledger_for
-    from app.cloud.providers import configured_providers
+    machine, a reboot) and check the ledger against each provider's own list. A sweep that fails never stops the
+    new run; one the user interrupts does (False), before anything is rented."""
+    from app.cloud.launch import sweep_left_behind
 
-    try:
-        ledger = ledger_for(data_dir)
+    with _stop_signals_interrupt():
         try:
-            providers = configured_providers()
-            if providers or ledger.open_entries():
-                ledger.sweep_orphans(providers, lambda message: print(message, file=sys.stderr))
-        finally:
-            ledger.close()
-    except Exception as error:  # a sweep that fails is tried again at the next start and by `offload sweep`
-        print(f"scriba: could not check for machines left by earlier runs ({error})", file=sys.stderr)
+            sweep_left_behind(data_dir, lambda message: print(message, file=sys.stderr))
+        except KeyboardInterrupt:
+            print(
+                "scriba: stopped while checking for machines left by earlier runs; nothing was launched (the check "
+                "runs again at the next start, or with `scriba offload sweep`)",
+                file=sys.stderr,
+            )
+            return False
+        except Exception as error:  # tried again at the next start and by `offload sweep`
+            print(f"scriba: could not check for machines left by earlier runs ({error})", file=sys.stderr)
+    return True
 
 
 def add_sweep_and_key_parsers(offload_commands: Any) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from app.cloud.launch import sweep_left_behind
 from app.cloud.ledger import LaunchState, Ledger
 from app.cloud.providers import VastAI
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
@@ -228,10 +229,10 @@ def test_after_kill_9_the_next_start_sweep_ends_the_machine(api: ReplayServer, t
     clock = FakeClock()
     messages: list[str] = []
     provider = VastAI("vast-key", base_url=api.url + "/api", sleep=clock.sleep, clock=clock.monotonic)
-    with Ledger(tmp_path / "data" / "cloud-ledger.sqlite3") as ledger:
-        [result] = ledger.sweep_orphans({"vast": provider}, messages.append)
-        assert not ledger.open_entries()
-    assert (result.outcome, result.instance_ids) == ("terminated", ("4020",))
+    # What the window and `offload run` call when they start.
+    assert sweep_left_behind(tmp_path / "data", messages.append, providers={"vast": provider}) == 0
+    entry = only_entry(tmp_path / "data")
+    assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
     assert len(api.calls("DELETE", INSTANCE)) == 1 and "terminating it now" in messages[0]
 
 
