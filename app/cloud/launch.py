@@ -4,11 +4,12 @@ machines, the pinned known-hosts file, the ledger, and a live offer for the row 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from app.cloud.ledger import Ledger
-from app.cloud.offload import Offload, OffloadEvent, RemoteSetup
+from app.cloud.offload import Offload, OffloadError, OffloadEvent, RemoteSetup
 from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
 from app.cloud.types import Offer
 from app.core.jobs import JobOptions
@@ -21,7 +22,15 @@ def cloud_dir(data_dir: Path) -> Path:
 
 
 def ledger_for(data_dir: Path) -> Ledger:
-    return Ledger(data_dir / "cloud-ledger.sqlite3")
+    """The ledger in ``data_dir``; :class:`OffloadError` (one line) when it cannot be opened or written."""
+    path = data_dir / "cloud-ledger.sqlite3"
+    try:
+        return Ledger(path)
+    except (sqlite3.Error, OSError) as error:  # a full or read-only data disk, a broken file
+        raise OffloadError(
+            f"the cloud ledger {path} cannot be opened or written ({type(error).__name__}: {error}). Nothing is "
+            "rented without it: free space in Scriba's data folder, or make it writable, and try again."
+        ) from None
 
 
 def sweep_left_behind(

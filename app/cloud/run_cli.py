@@ -84,8 +84,8 @@ def _print_event(event: OffloadEvent) -> None:
 
 
 def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_dir: Path) -> int:
-    from app.cloud.ledger import Ledger
-    from app.cloud.offload import Offload, RemoteSetup
+    from app.cloud.launch import ledger_for
+    from app.cloud.offload import Offload, OffloadError, RemoteSetup
     from app.cloud.queue_offload import resolved_options
     from app.cloud.ssh_host import SshHostProvider
     from app.cloud.transport import TransportError, parse_ssh_url
@@ -118,10 +118,15 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
         token, _ = huggingface_token()
     provider = SshHostProvider(endpoint)
     options = resolved_options(job_options_from_args(args))
+    try:
+        ledger = ledger_for(data_dir)
+    except OffloadError as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
     offload = Offload(
         provider,
         provider.offer(),
-        Ledger(data_dir / "cloud-ledger.sqlite3"),
+        ledger,
         options=options,
         key_file=args.identity,
         known_hosts=args.known_hosts,
@@ -334,9 +339,14 @@ def add_sweep_and_key_parsers(offload_commands: Any) -> None:
 
 def cmd_offload_sweep(data_dir: Path) -> int:
     from app.cloud.launch import ledger_for
+    from app.cloud.offload import OffloadError
     from app.cloud.providers import configured_providers
 
-    ledger = ledger_for(data_dir)
+    try:
+        ledger = ledger_for(data_dir)
+    except OffloadError as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
     providers = configured_providers()
     if not ledger.open_entries() and not providers:
         print(

@@ -24,6 +24,7 @@ import pytest
 from app.cloud.launch import sweep_left_behind
 from app.cloud.ledger import LaunchState, Ledger
 from app.cloud.providers import VastAI
+from tests.cloud.offload_child import KEY
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,6 +163,10 @@ def test_ctrl_c_while_vast_creates_the_machine_finds_and_ends_it(api: ReplayServ
     assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
     assert len(api.calls("DELETE", INSTANCE)) == 1
     assert "vast machine 4020 was terminated (the provider confirmed it)" in child.stderr()
+    # The API key went only into the Authorization header: not into the ledger, a log line or a request body.
+    for path in (tmp_path / "data").iterdir():
+        assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in child.stderr() and all(KEY.encode() not in request.body for request in api.requests)
 
 
 @pytest.mark.parametrize("moment", ["during the create", "while the machine boots"])
