@@ -4,11 +4,12 @@ machines, the pinned known-hosts file, the ledger, and a live offer for the row 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from app.cloud.ledger import Ledger
-from app.cloud.offload import Offload, OffloadEvent, RemoteSetup
+from app.cloud.offload import Offload, OffloadError, OffloadEvent, RemoteSetup
 from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
 from app.cloud.types import Offer
 from app.core.jobs import JobOptions
@@ -21,7 +22,35 @@ def cloud_dir(data_dir: Path) -> Path:
 
 
 def ledger_for(data_dir: Path) -> Ledger:
-    return Ledger(data_dir / "cloud-ledger.sqlite3")
+    """The ledger in ``data_dir``; :class:`OffloadError` (one line) when it cannot be opened or written."""
+    path = data_dir / "cloud-ledger.sqlite3"
+    try:
+        return Ledger(path)
+    except (sqlite3.Error, OSError) as error:  # a full or read-only data disk, a broken file
+        raise OffloadError(
+            f"the cloud ledger {path} cannot be opened or written ({type(error).__name__}: {error}). Nothing is "
+            "rented without it: free space in Scriba's data folder, or make it writable, and try again."
+        ) from None
+
+
+def sweep_left_behind(
+    data_dir: Path, notify: Callable[[str], None], providers: Mapping[str, Provider] | None = None
+) -> int:
+    """The start-up sweep (the window's, `offload run`'s): end the machines of runs that died and check the ledger
+    against the list of every provider that has a key, even when the ledger looks clean (a ledger that was wrong
+    or could not be written must not hide a machine that bills). Returns how many entries are still open.
+    ``providers``: default, every provider whose key is set."""
+    from app.cloud.providers import configured_providers
+
+    ledger = ledger_for(data_dir)
+    try:
+        if providers is None:
+            providers = configured_providers()
+        if providers or ledger.open_entries():
+            ledger.sweep_orphans(providers, notify)
+        return len(ledger.open_entries())
+    finally:
+        ledger.close()
 
 
 def rented_machine_key(data_dir: Path) -> tuple[Path, str]:

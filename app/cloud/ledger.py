@@ -10,7 +10,14 @@ The order is what makes it safe (CLOUD.md, "Never leave a rented GPU running"):
 
 At start-up :meth:`Ledger.sweep_orphans` takes every entry that is not verified terminated and whose process is no
 longer running, tells the user, and terminates and verifies it. An entry whose machine cannot be confirmed gone
-stays open with the reason, so the next start tries again.
+stays open with the reason, so the next start tries again. The same sweep then reconciles the ledger with each
+provider's own list of Scriba's machines (by label): a machine that is up although its entry says "never launched"
+or "terminated" (a ledger that was wrong, or could not be written) is terminated too, and one that this ledger has
+never heard of is reported (it may belong to Scriba on another computer with the same account).
+
+"Its process is no longer running" is decided by pid *and* the process's start time (``owner_started_at``): after
+a reboot or a container restart the pid is soon reused by an unrelated process. Entries written before the start
+time was recorded (NULL) fall back to the pid alone.
 
 SQLite in the data directory, WAL, ``synchronous=FULL`` (an intent written just before a launch must survive a
 power cut), the same connection discipline as :mod:`app.core.jobs`. The ledger holds provider names, offers,
@@ -32,12 +39,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from app.cloud.providers.base import Provider, ProviderError
+from app.cloud.providers.base import LABEL_PREFIX, Provider, ProviderError
 from app.cloud.types import Offer
-from app.core.sqlite_db import SqliteDatabase, pid_alive
+from app.core.sqlite_db import SqliteDatabase, process_started_at
+from app.core.sqlite_db import owner_alive as process_alive
 
 log = logging.getLogger(__name__)
 
+# Still 1 after ``owner_started_at`` was added: the column is nullable and every query names its columns, so an
+# older Scriba can still open (and sweep) a ledger this one wrote; a bumped version would lock it out.
 SCHEMA_VERSION = 1
 DATABASE_NAME = "cloud-ledger.sqlite3"
 # Providers whose "machine" is the user's own: nothing bills, so an open entry is closed without a word.
@@ -66,10 +76,13 @@ class Owner:
     host: str
     pid: int
     token: str
+    # When the process started (epoch seconds): tells it from a later process that got the same pid. None in
+    # entries written before it was recorded.
+    started_at: float | None = None
 
     @classmethod
     def this_process(cls) -> Owner:
-        return cls(socket.gethostname(), os.getpid(), _PROCESS_TOKEN)
+        return cls(socket.gethostname(), os.getpid(), _PROCESS_TOKEN, process_started_at())
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ class LedgerEntry:
         return not (self.state is LaunchState.TERMINATED and self.verified)
 
 
-SweepOutcome = Literal["terminated", "never_launched", "failed", "skipped", "closed"]
+SweepOutcome = Literal["terminated", "never_launched", "failed", "skipped", "closed", "unknown_machine"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +158,8 @@ CREATE TABLE IF NOT EXISTS launches (
     updated_at REAL NOT NULL,
     owner_host TEXT NOT NULL,
     owner_pid INTEGER NOT NULL,
-    owner_token TEXT NOT NULL
+    owner_token TEXT NOT NULL,
+    owner_started_at REAL
 );
 CREATE INDEX IF NOT EXISTS launches_state ON launches (state, verified);
 CREATE INDEX IF NOT EXISTS launches_label ON launches (label);
@@ -185,6 +199,14 @@ class Ledger(SqliteDatabase):
         self.owner = owner or Owner.this_process()
         self.stale_after_s = stale_after_s
         super().__init__(self.path, _SCHEMA, SCHEMA_VERSION, "ledger")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a ledger written by an older Scriba up to date; its rows keep NULL where nothing was recorded."""
+        with self._transaction() as db:
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(launches)")}
+            if "owner_started_at" not in columns:
+                db.execute("ALTER TABLE launches ADD COLUMN owner_started_at REAL")
 
     @classmethod
     def open_default(cls) -> Ledger:
@@ -215,7 +237,7 @@ class Ledger(SqliteDatabase):
             terminate_requested_at=row["terminate_requested_at"],
             terminated_at=row["terminated_at"],
             updated_at=row["updated_at"],
-            owner=Owner(row["owner_host"], row["owner_pid"], row["owner_token"]),
+            owner=Owner(row["owner_host"], row["owner_pid"], row["owner_token"], row["owner_started_at"]),
         )
 
     def get(self, ledger_id: int) -> LedgerEntry:
@@ -241,8 +263,10 @@ class Ledger(SqliteDatabase):
         if entry.owner.token == self.owner.token:
             return True
         if entry.owner.host == self.owner.host:
-            # Our own pid with another token is an earlier process that had the same pid (containers).
-            return entry.owner.pid != self.owner.pid and pid_alive(entry.owner.pid)
+            # Our own pid with another token is an earlier process that had the same pid (containers). Another pid
+            # that runs is the owner only if it started when the owner did: after a reboot or a container restart
+            # an unrelated process soon has it.
+            return entry.owner.pid != self.owner.pid and process_alive(entry.owner.pid, entry.owner.started_at)
         return self._now() - entry.updated_at <= self.stale_after_s
 
     # ----------------------------------------------------------------------------------------- writing
@@ -263,7 +287,8 @@ class Ledger(SqliteDatabase):
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO launches (provider, offer_name, offer, label, job_ref, budget_usd, state, created_at, "
-                "updated_at, owner_host, owner_pid, owner_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "updated_at, owner_host, owner_pid, owner_token, owner_started_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     provider,
                     row.offer if row else str(offer),
@@ -277,6 +302,7 @@ class Ledger(SqliteDatabase):
                     self.owner.host,
                     self.owner.pid,
                     self.owner.token,
+                    self.owner.started_at,
                 ),
             )
             assert cursor.lastrowid is not None
@@ -339,6 +365,15 @@ class Ledger(SqliteDatabase):
             f"ledger entry {ledger_id} has instance {row['instance_id']}: terminate it rather than close it"
         )
 
+    def record_found_running(self, ledger_id: int, instance_id: str, reason: str) -> None:
+        """The provider lists a machine for an entry the ledger had closed (a wrong "never launched", or a
+        termination that was not real): open the entry again with that machine, so that it is ended and checked."""
+        self._update(
+            ledger_id,
+            "instance_id = ?, state = ?, verified = 0, reason = ?, launched_at = COALESCE(launched_at, ?)",
+            (instance_id, LaunchState.LAUNCHED.value, reason, self._now()),
+        )
+
     def heartbeat(self, ledger_id: int) -> None:
         """For a long job whose data directory other machines share: shows the entry is still in use."""
         self._update(ledger_id, "state = state", ())
@@ -353,19 +388,91 @@ class Ledger(SqliteDatabase):
         include_live: bool = False,
         verify_timeout_s: float = 300.0,
         poll_s: float = 5.0,
+        reconcile: bool = True,
     ) -> list[SweepResult]:
         """End every machine an earlier run left behind; tell the user about each one through ``notify``.
 
         Entries whose process still runs are left alone unless ``include_live``. An intent without an instance
         id (a crash between the launch request and its answer) is looked up by label: a machine found is
         terminated, none found closes the entry as never launched. A machine that cannot be confirmed gone
-        keeps its entry open, with the reason, for the next start.
+        keeps its entry open, with the reason, for the next start. Then (``reconcile``) the ledger is checked against
+        each provider's own list: see :meth:`reconcile`.
         """
         results: list[SweepResult] = []
         for entry in self.open_entries():
             if not include_live and self.owner_alive(entry):
                 continue
             results.append(self._sweep_one(entry, providers, notify, verify_timeout_s, poll_s))
+        if reconcile:
+            results.extend(self.reconcile(providers, notify, verify_timeout_s=verify_timeout_s, poll_s=poll_s))
+        return results
+
+    def reconcile(
+        self,
+        providers: Mapping[str, Provider],
+        notify: Callable[[str], None],
+        *,
+        verify_timeout_s: float = 300.0,
+        poll_s: float = 5.0,
+    ) -> list[SweepResult]:
+        """Compare the ledger with each provider's own list of Scriba's machines (label ``scriba-…``).
+
+        A machine that is up although its entry is closed ("never launched", or terminated) is what a wrong or
+        unwritten ledger leaves billing: its entry is opened again and the machine terminated and verified. A
+        machine with a label this ledger does not know is reported, not ended: it may be Scriba's on another
+        computer that uses the same account. A provider whose list cannot be read is reported and skipped.
+        """
+        results: list[SweepResult] = []
+        by_label: dict[str, list[LedgerEntry]] = {}
+        for entry in self.entries():
+            by_label.setdefault(entry.label, []).append(entry)
+        for name, provider in providers.items():
+            if name in NOT_RENTED:
+                continue
+            try:
+                listed = provider.list_ours(LABEL_PREFIX)
+            except ProviderError as error:
+                _tell(
+                    notify,
+                    f"Could not read {provider.title}'s list of machines to check it against the ledger: {error} "
+                    f"Look at {provider.console_url}; Scriba checks again at its next start.",
+                )
+                continue
+            for instance in listed:
+                if instance.state == "terminated" or not instance.label:
+                    continue
+                entries = by_label.get(instance.label, [])
+                if any(entry.is_open for entry in entries):
+                    continue  # an open entry: its run is alive, or the orphan sweep above has dealt with it
+                if not entries:
+                    message = (
+                        f"{provider.title} machine {instance.instance_id} ({instance.label}, {instance.state}) was "
+                        "started by Scriba but is not in this computer's ledger. If no other computer runs Scriba "
+                        f"with this account, it is left over and may be billing: end it at {provider.console_url}."
+                    )
+                    _tell(notify, message)
+                    results.append(
+                        SweepResult(0, name, instance.label, (instance.instance_id,), "unknown_machine", message)
+                    )
+                    continue
+                entry = entries[-1]
+                was = "never launched" if entry.state is LaunchState.NOT_LAUNCHED else "terminated"
+                self.record_found_running(
+                    entry.id,
+                    instance.instance_id,
+                    f"the ledger said {was}, but {provider.title} lists the machine as {instance.state}",
+                )
+                results.append(
+                    self._end_machines(
+                        self.get(entry.id),
+                        provider,
+                        (instance.instance_id,),
+                        notify,
+                        verify_timeout_s,
+                        poll_s,
+                        why=f"the ledger said {was}, but {provider.title} still lists it ({instance.state})",
+                    )
+                )
         return results
 
     def _sweep_one(
@@ -419,10 +526,30 @@ class Ledger(SqliteDatabase):
         else:
             ids = (entry.instance_id,)
 
+        return self._end_machines(
+            entry, provider, ids, notify, verify_timeout_s, poll_s, why="was left by an earlier run of Scriba"
+        )
+
+    def _end_machines(
+        self,
+        entry: LedgerEntry,
+        provider: Provider,
+        ids: tuple[str, ...],
+        notify: Callable[[str], None],
+        verify_timeout_s: float,
+        poll_s: float,
+        *,
+        why: str,
+    ) -> SweepResult:
+        def done(outcome: SweepOutcome, message: str, ids: tuple[str, ...] = ()) -> SweepResult:
+            _tell(notify, message)
+            return SweepResult(entry.id, entry.provider, entry.label, ids, outcome, message)
+
+        what = entry.offer.gpu if entry.offer else entry.offer_name
         _tell(
             notify,
-            f"{provider.title} machine {', '.join(ids)} ({entry.label}, {what}) was left by an earlier "
-            "run of Scriba and may be billing: terminating it now.",
+            f"{provider.title} machine {', '.join(ids)} ({entry.label}, {what}) {why} and may be billing: "
+            "terminating it now.",
         )
         self.record_terminate_requested(entry.id)
         errors: list[str] = []

@@ -4,8 +4,19 @@ The order of the teardown is the point of this module. The ledger hears of a lau
 and of the instance id the moment it exists; whatever happens after that (an error, a cancel, a lost
 connection, a crash of this process) ends in ``finally`` with the remote work directory removed and the
 machine terminated and verified terminated, and the ledger says so. A crash of this process is caught at the
-next start by the ledger's orphan sweep, and on the machine itself by the watchdog, which stops everything
-when the heartbeat this module sends stops.
+next start by the ledger's orphan sweep; on the machine itself the watchdog stops the work when the heartbeat
+this module sends stops (and ends the machine only where the provider lets a machine end itself without an
+account-wide key: RunPod).
+
+Three rules keep a machine from billing unnoticed:
+
+* a launch whose outcome is unclear (Ctrl-C or SIGTERM during the request, a lost answer, an answer in a shape
+  Scriba does not know) is never written down as "not launched" on a guess: the machine is looked for by its
+  label in the provider's own list, ended when found, and the entry is closed only when that list shows none;
+* the teardown needs no disk write to begin: it terminates first and records afterwards, best-effort, saying so
+  when the ledger could not be written (a full or read-only data disk);
+* in the main thread the teardown holds SIGINT and SIGTERM back (a second Ctrl-C says it is still tearing down),
+  and :attr:`Offload.teardown` tells the caller whether the provider *confirmed* the machine gone.
 """
 
 from __future__ import annotations
@@ -14,13 +25,16 @@ import contextlib
 import functools
 import json
 import logging
+import os
+import secrets
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from app.cloud.remote_worker import SPEC_VERSION
 from app.cloud.transport import (
@@ -67,6 +81,8 @@ class ProviderLike(Protocol):
     def is_terminated(self, instance_id: str) -> bool: ...
 
     def self_terminate_command(self, instance_id: str) -> list[str] | None: ...
+
+    def list_ours(self, label_prefix: str = ...) -> list[Instance]: ...
 
 
 class LedgerLike(Protocol):
@@ -125,6 +141,40 @@ class OffloadResult:
     speeds: dict[int, float]  # x real time per file, as measured on the remote machine
 
 
+TeardownState = Literal["not_started", "nothing_to_end", "terminated", "unconfirmed"]
+
+
+@dataclass
+class Teardown:
+    """How the teardown ended, for the caller to tell the user the truth.
+
+    ``terminated``: the provider confirmed every machine gone. ``nothing_to_end``: no machine was rented (the
+    user's own host, a launch the provider refused, or an unclear launch whose label the provider's list does not
+    show). ``unconfirmed``: a machine may still be billing; ``message`` says which and what to do.
+    ``ledger_errors``: ledger writes that failed (the teardown went on without them)."""
+
+    state: TeardownState = "not_started"
+    machines: tuple[str, ...] = ()
+    message: str = ""
+    ledger_errors: list[str] = field(default_factory=list)
+    signals_held: int = 0  # SIGINT/SIGTERM that arrived during the teardown and were held back
+
+
+def new_label() -> str:
+    """A label no other run shares, even one started in the same second: a machine is found by it exactly."""
+    return f"scriba-{int(time.time())}-{secrets.token_hex(3)}"
+
+
+def _launch_refused(error: BaseException | None) -> bool:
+    """Whether the provider refused the launch outright, so that no machine can exist (no capacity, no credit, a
+    bad key, a request it rejected). Anything else (an interrupt, a lost or strange answer) is unclear."""
+    from app.cloud.providers.base import ApiError, AuthError, InsufficientBalance, NoCapacity
+
+    if not isinstance(error, (NoCapacity, InsufficientBalance, AuthError, ApiError)):
+        return False
+    return not error.maybe_created and error.instance_id is None
+
+
 def remote_name(index: int, source: Path) -> str:
     """A neutral remote name: the user's file name (spaces, quotes, ``$(...)``) never leaves this machine."""
     suffix = source.suffix.lower()
@@ -159,6 +209,7 @@ class Offload:
         reconnect_wait_s: float = 1.0,
         upload_hook: Callable[[SshSession, int, int], None] | None = None,
         terminate_attempts: int = 5,
+        verify_timeout_s: float = 120.0,
     ) -> None:
         self.provider = provider
         self.offer = offer
@@ -181,6 +232,8 @@ class Offload:
         self.reconnect_wait_s = reconnect_wait_s
         self.upload_hook = upload_hook
         self.terminate_attempts = terminate_attempts
+        self.verify_timeout_s = verify_timeout_s
+        self.teardown = Teardown()
         self._cancel = threading.Event()
         self._file_options: list[JobOptions] | None = None
         self._self_terminate: list[str] | None = None
@@ -239,16 +292,32 @@ class Offload:
         for path in files:
             if not path.is_file():
                 raise OffloadError(f"{path}: no such file; nothing was launched")
-        label = f"scriba-{int(time.time())}"
-        ledger_id = self.ledger.record_intent(self.provider.name, self.offer, label, job_ref or label, self.budget_usd)
+        label = new_label()
+        try:
+            ledger_id = self.ledger.record_intent(
+                self.provider.name, self.offer, label, job_ref or label, self.budget_usd
+            )
+        except Exception as error:  # sqlite3.Error, OSError: a full or read-only data disk
+            # Without the intent a crash could leave a machine nobody looks for: rent nothing.
+            raise OffloadError(
+                f"the cloud ledger could not be written ({_one_line(error)}): nothing was launched. Free space in "
+                "Scriba's data folder (or make it writable) and try again."
+            ) from error
         instance: Instance | None = None
+        failure: BaseException | None = None
         started = time.monotonic()
         try:
             rents = self.provider.rents_machines
             self._emit("status", f"launching {self.offer.gpu} on {self.provider.name}" if rents else "connecting")
             instance = self.provider.launch(self.offer, self.public_key, label)
-            self.ledger.record_instance(ledger_id, instance.instance_id)
             self._launched_at = time.monotonic()
+            try:
+                self.ledger.record_instance(ledger_id, instance.instance_id)
+            except Exception as error:
+                raise OffloadError(
+                    f"the cloud ledger could not be written ({_one_line(error)}); Scriba does not run a rented "
+                    "machine it cannot keep track of: tearing it down"
+                ) from error
             self._check_cancel()
             instance = self.provider.wait_ready(instance.instance_id)
             self.ledger.record_ready(ledger_id)
@@ -260,13 +329,10 @@ class Offload:
                 self._record_speeds(result)
             return result
         except BaseException as error:
-            self.ledger.record_failed(ledger_id, _one_line(error))
-            if instance is None and not getattr(error, "maybe_created", False):
-                # The provider refused the launch outright (no capacity, bad key): no machine exists to sweep for.
-                self.ledger.record_not_launched(ledger_id, _one_line(error))
+            failure = error
             raise
         finally:
-            self._teardown(ledger_id, instance)
+            self._teardown(ledger_id, label, instance, failure)
 
     def _run_on(self, instance: Instance, files: Sequence[Path]) -> OffloadResult:
         if not instance.host:
@@ -584,8 +650,48 @@ class Offload:
 
     # ------------------------------------------------------------------------------------------- teardown
 
-    def _teardown(self, ledger_id: int, instance: Instance | None) -> None:
-        """Remove the remote work, then terminate and verify; never raises (it runs in ``finally``)."""
+    def _teardown(self, ledger_id: int, label: str, instance: Instance | None, failure: BaseException | None) -> None:
+        """Remove the remote work, then end the machine and verify; record it afterwards. Never raises (it runs in
+        ``finally``), needs no disk write to begin, and holds SIGINT/SIGTERM back until it is done."""
+        with _signals_held(self._still_tearing_down) as held:
+            try:
+                self._tear_down(ledger_id, label, instance, failure)
+            except Exception as error:  # a bug here must not hide the machine: say what is known
+                log.exception("offload: teardown failed")
+                self.teardown.state = "unconfirmed"
+                self.teardown.message = (
+                    f"the teardown failed ({_one_line(error)}): check {self.provider.name}'s console for a machine "
+                    f"labelled {label}; Scriba looks for it again at its next start."
+                )
+                self._emit("status", self.teardown.message)
+        self.teardown.signals_held = len(held)
+        if self.teardown.ledger_errors:
+            self._emit(
+                "status",
+                "the cloud ledger could not be written during the teardown ("
+                + "; ".join(self.teardown.ledger_errors)
+                + "): it may still list this run as open; the next `scriba offload sweep` or start asks the "
+                "provider and closes it.",
+            )
+
+    def _still_tearing_down(self) -> None:
+        what = ", ".join(self.teardown.machines) or "the machine"
+        _write_stderr(
+            f"scriba: still tearing down ({self.provider.name} {what}): waiting until the provider confirms it is "
+            "gone, so that nothing keeps billing. Interrupting is held back until then.\n"
+        )
+
+    def _record(self, what: str, write: Callable[..., None], *args: Any) -> bool:
+        """A ledger write in the teardown: best-effort, because ending the machine must not depend on the disk."""
+        try:
+            write(*args)
+            return True
+        except Exception as error:  # sqlite3.Error, OSError: a full or read-only data disk
+            log.warning("offload: ledger write (%s) failed: %s", what, error)
+            self.teardown.ledger_errors.append(f"{what}: {_one_line(error)}")
+            return False
+
+    def _tear_down(self, ledger_id: int, label: str, instance: Instance | None, failure: BaseException | None) -> None:
         session = self._session
         if session is not None and self.work is not None:
             work = self.work
@@ -599,39 +705,144 @@ class Offload:
                 self._emit("status", f"could not remove {work} on the remote ({_one_line(error)})")
         if session is not None:
             session.close()
-        if instance is None:
+
+        ids = self._machines_to_end(ledger_id, label, instance, failure)
+        if ids is None:
             return
-        self.ledger.record_terminate_requested(ledger_id)
+        if not ids:
+            self.teardown.state = "nothing_to_end"
+            return
+        self.teardown.machines = ids
+        # Terminate first: the records (why the run failed, the termination) come after, if the disk takes them.
+        gone = [instance_id for instance_id in ids if self._terminate_verified(instance_id)]
+        if failure is not None:
+            self._record("the failure", self.ledger.record_failed, ledger_id, _one_line(failure))
+        if len(gone) == len(ids):
+            self.teardown.state = "terminated"
+            self._record("the verified termination", self.ledger.record_terminated, ledger_id, True)
+            if self.provider.rents_machines:
+                self.teardown.message = f"{self.provider.name} instance {', '.join(ids)} terminated (verified)"
+                self._emit("status", self.teardown.message)
+            if self.pin_new_host and instance is not None and instance.host:
+                with contextlib.suppress(Exception):  # a stale pin is harmless; the machine is gone
+                    forget_host(self.known_hosts, SshEndpoint(instance.host, instance.port, instance.user))
+            return
+        missing = [instance_id for instance_id in ids if instance_id not in gone]
+        self.teardown.state = "unconfirmed"
+        self.teardown.message = (
+            f"COULD NOT VERIFY that {self.provider.name} instance {', '.join(missing)} ({label}) is terminated "
+            f"after {self.terminate_attempts} attempts: it may still be billing. Terminate it in the provider's "
+            "console; Scriba tries again at its next start and with `scriba offload sweep`."
+        )
+        self._record("the terminate request", self.ledger.record_terminate_requested, ledger_id)
+        self._record("the failed termination", self.ledger.record_failed, ledger_id, self.teardown.message)
+        self._emit("status", self.teardown.message)
+
+    def _machines_to_end(
+        self, ledger_id: int, label: str, instance: Instance | None, failure: BaseException | None
+    ) -> tuple[str, ...] | None:
+        """The instance ids to terminate; () when no machine exists; None when that cannot be known now (the
+        entry stays open for the next sweep and ``teardown`` says so)."""
+        if not self.provider.rents_machines:
+            # The user's own host: nothing bills; its work directory is removed above.
+            if failure is not None:
+                self._record("the failure", self.ledger.record_failed, ledger_id, _one_line(failure))
+            self._record("the end of the run", self.ledger.record_terminated, ledger_id, True)
+            return ()
+        if instance is not None:
+            return (instance.instance_id,)
+        known = getattr(failure, "instance_id", None)  # e.g. created, then its SSH key was refused
+        if isinstance(known, str) and known:
+            self._record("the instance id", self.ledger.record_instance, ledger_id, known)
+            return (known,)
+        if failure is not None and _launch_refused(failure):
+            self._record("the refused launch", self.ledger.record_not_launched, ledger_id, _one_line(failure))
+            return ()
+        # The launch may have created a machine (an interrupt or a lost answer mid-request): only the provider's
+        # own list can tell. Never guess "not launched".
+        self._emit("status", f"the launch was interrupted; looking for a machine labelled {label}")
+        try:
+            found = [item for item in self.provider.list_ours(label) if item.label == label]
+        except Exception as error:
+            self.teardown.state = "unconfirmed"
+            self.teardown.message = (
+                f"the launch of {label} was interrupted and {self.provider.name}'s list of machines could not be "
+                f"read ({_one_line(error)}): a machine may be billing. Check the provider's console; Scriba looks "
+                "for it again at its next start and with `scriba offload sweep`."
+            )
+            self._record("the unclear launch", self.ledger.record_failed, ledger_id, self.teardown.message)
+            self._emit("status", self.teardown.message)
+            return None
+        live = [item for item in found if item.state != "terminated"]
+        if not live:
+            self._record(
+                "the launch that created nothing",
+                self.ledger.record_not_launched,
+                ledger_id,
+                f"interrupted launch; {self.provider.name} lists no machine labelled {label}",
+            )
+            self.teardown.message = f"{self.provider.name} lists no machine labelled {label}: nothing was launched"
+            self._emit("status", self.teardown.message)
+            return ()
+        self._record("the instance id", self.ledger.record_instance, ledger_id, live[0].instance_id)
+        self._emit("status", f"the interrupted launch did create {', '.join(i.instance_id for i in live)}")
+        return tuple(item.instance_id for item in live)
+
+    def _terminate_verified(self, instance_id: str) -> bool:
         for attempt in range(self.terminate_attempts):
             try:
-                self.provider.terminate(instance.instance_id)
-                if self._verify_terminated(instance.instance_id):
-                    self.ledger.record_terminated(ledger_id, verified=True)
-                    if self.provider.rents_machines:
-                        self._emit(
-                            "status", f"{self.provider.name} instance {instance.instance_id} terminated (verified)"
-                        )
-                    if self.pin_new_host and instance.host:
-                        forget_host(self.known_hosts, SshEndpoint(instance.host, instance.port, instance.user))
-                    return
+                self.provider.terminate(instance_id)
+                if self._verify_terminated(instance_id):
+                    return True
             except Exception as error:
                 self._emit("status", f"terminate attempt {attempt + 1} failed: {_one_line(error)}")
-            time.sleep(min(30.0, self.reconnect_wait_s * (2**attempt)))
-        message = (
-            f"COULD NOT VERIFY that {self.provider.name} instance {instance.instance_id} is terminated after "
-            f"{self.terminate_attempts} attempts: terminate it in the provider's console. Scriba will try again "
-            "at its next start."
-        )
-        self.ledger.record_failed(ledger_id, message)
-        self._emit("status", message)
+            if attempt + 1 < self.terminate_attempts:
+                time.sleep(min(30.0, self.reconnect_wait_s * (2**attempt)))
+        return False
 
-    def _verify_terminated(self, instance_id: str, timeout_s: float = 120.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    def _verify_terminated(self, instance_id: str) -> bool:
+        deadline = time.monotonic() + self.verify_timeout_s
+        while True:
             if self.provider.is_terminated(instance_id):
                 return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(min(5.0, self.reconnect_wait_s * 2))
-        return False
+
+
+# Ctrl-C, a service manager's stop and a closed terminal (SIGHUP does not exist on Windows).
+_HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _signals_held(tell: Callable[[], None]) -> Iterator[list[int]]:
+    """Hold SIGINT, SIGTERM and SIGHUP back while the body runs: a second Ctrl-C (or a service manager's stop) during a
+    teardown must not leave a machine half-ended. Each one is counted and ``tell`` says why nothing happens.
+    Only the main thread can set handlers; elsewhere (the window's worker) there is no signal to hold."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+        tell()
+
+    previous: dict[signal.Signals, Any] = {}
+    for which in _HELD_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            previous[which] = signal.signal(which, hold)
+    try:
+        yield received
+    finally:
+        for which, handler in previous.items():
+            signal.signal(which, handler if handler is not None else signal.SIG_DFL)
+
+
+def _write_stderr(text: str) -> None:
+    """From a signal handler: a plain write, never print (which may be in the middle of a write itself)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.write(sys.stderr.fileno(), text.encode("utf-8", "replace"))
 
 
 def build_wheel() -> Path:

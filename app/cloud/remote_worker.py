@@ -11,9 +11,11 @@ is already in ``out/``.
     WORK/out/0000.json    transcripts (engine JSON), written to a temporary name and renamed
     WORK/worker.pid, WORK/done, WORK/watchdog.log
 
-The watchdog is started before the worker and ends the work (and, on a rented machine, the machine through
-``--on-expire``) when the client's heartbeat stops, at the budget's hard deadline, or after the work is done
-and nobody came for it.
+The watchdog is started before the worker and ends the work when the client's heartbeat stops, at the budget's
+hard deadline, or after the work is done and nobody came for it. It ends the machine too (``--on-expire``) only
+where the provider gives the machine its own scoped way to do so (RunPod's ``runpodctl``); on Vast.ai and Lambda
+that would take the user's account-wide key onto the machine, which Scriba never does: there the ledger's sweep
+at the next start of Scriba on the user's computer terminates the machine.
 """
 
 from __future__ import annotations

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
+import signal
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.cloud.offload import OffloadEvent
+    from app.cloud.offload import Offload, OffloadEvent, OffloadResult
+    from app.core.jobs import JobOptions
 
 PROVIDERS = ("ssh", "lambda", "vast", "runpod")
 
@@ -80,7 +84,7 @@ def _print_event(event: OffloadEvent) -> None:
 
 
 def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_dir: Path) -> int:
-    from app.cloud.ledger import Ledger
+    from app.cloud.launch import ledger_for
     from app.cloud.offload import Offload, OffloadError, RemoteSetup
     from app.cloud.queue_offload import resolved_options
     from app.cloud.ssh_host import SshHostProvider
@@ -114,10 +118,15 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
         token, _ = huggingface_token()
     provider = SshHostProvider(endpoint)
     options = resolved_options(job_options_from_args(args))
+    try:
+        ledger = ledger_for(data_dir)
+    except OffloadError as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
     offload = Offload(
         provider,
         provider.offer(),
-        Ledger(data_dir / "cloud-ledger.sqlite3"),
+        ledger,
         options=options,
         key_file=args.identity,
         known_hosts=args.known_hosts,
@@ -127,14 +136,9 @@ def cmd_offload_run(args: argparse.Namespace, job_options_from_args: Any, data_d
         budget_usd=args.budget,
         on_event=_print_event,
     )
-    try:
-        result = offload.run(args.inputs)
-    except KeyboardInterrupt:
-        print("scriba: cancelled; the remote work was removed", file=sys.stderr)
-        return 130
-    except (OffloadError, TransportError) as error:
-        print(f"scriba: error: {error}", file=sys.stderr)
-        return 1
+    status, result = run_offload(offload, args.inputs)
+    if result is None:
+        return status
     return _export_results(args, options, result)
 
 
@@ -212,6 +216,8 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         from app.core.secrets import huggingface_token
 
         token, _ = huggingface_token()
+    if not sweep_at_start(data_dir):
+        return 130
     try:
         offload = build_rented_offload(
             args.provider,
@@ -223,14 +229,103 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
             estimate_usd=option.est_cost_usd,
             hf_token=token,
         )
-        result = offload.run(args.inputs, file_options=None)
     except KeyboardInterrupt:
-        print("scriba: cancelled; the machine was torn down", file=sys.stderr)
+        print("scriba: cancelled; nothing was launched", file=sys.stderr)
         return 130
     except (OffloadError, TransportError, ProviderError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return 1
+    status, result = run_offload(offload, args.inputs)
+    if result is None:
+        return status
     return _export_results(args, options, result)
+
+
+# Signals that end `offload run` the way Ctrl-C does, so the machine is torn down: a service manager's stop or
+# `kill` (SIGTERM) and a closed terminal (SIGHUP). Exit statuses as a shell reports them.
+_STOP_SIGNALS = {
+    getattr(signal, name): 128 + int(getattr(signal, name))
+    for name in ("SIGINT", "SIGTERM", "SIGHUP")
+    if hasattr(signal, name)  # SIGHUP does not exist on Windows
+}
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[list[signal.Signals]]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt like Ctrl-C (the default for both is to die without a teardown);
+    the list says which arrived."""
+    received: list[signal.Signals] = []
+
+    def interrupt(signum: int, frame: Any) -> None:
+        received.append(signal.Signals(signum))
+        raise KeyboardInterrupt
+
+    previous = {which: signal.signal(which, interrupt) for which in _STOP_SIGNALS if which is not signal.SIGINT}
+    try:
+        yield received
+    finally:
+        for which, handler in previous.items():
+            signal.signal(which, handler if handler is not None else signal.SIG_DFL)
+
+
+def teardown_words(offload: Offload) -> str:
+    """What became of the machine, as far as the provider confirmed it: never "torn down" on a guess."""
+    teardown = offload.teardown
+    rents = offload.provider.rents_machines
+    if teardown.state == "terminated":
+        return (
+            f"{offload.provider.name} machine {', '.join(teardown.machines)} was terminated (the provider confirmed it)"
+        )
+    if teardown.state == "nothing_to_end":
+        return "the remote work was removed" if not rents else "no machine was running (the provider confirmed it)"
+    if teardown.state == "unconfirmed":
+        return f"the machine was NOT confirmed terminated: {teardown.message}"
+    return "nothing was launched"
+
+
+def run_offload(
+    offload: Offload, files: Sequence[Path], file_options: Sequence[JobOptions] | None = None
+) -> tuple[int, OffloadResult | None]:
+    """Run ``offload`` as `offload run` does: Ctrl-C, SIGTERM and SIGHUP all tear down, and what is said about
+    the machine afterwards is what the provider confirmed. Returns (exit status, result or None)."""
+    from app.cloud.offload import OffloadError
+    from app.cloud.providers import ProviderError
+    from app.cloud.transport import TransportError
+
+    with _stop_signals_interrupt() as received:
+        try:
+            return 0, offload.run(files, file_options=file_options)
+        except KeyboardInterrupt:
+            which = received[0] if received else signal.SIGINT
+            why = "cancelled" if which is signal.SIGINT else f"stopped by {which.name}"
+            print(f"scriba: {why}; {teardown_words(offload)}", file=sys.stderr)
+            return _STOP_SIGNALS[which], None
+        except (OffloadError, TransportError, ProviderError) as error:
+            print(f"scriba: error: {error}", file=sys.stderr)
+            if offload.teardown.state == "unconfirmed":
+                print(f"scriba: {teardown_words(offload)}", file=sys.stderr)
+            return 1, None
+
+
+def sweep_at_start(data_dir: Path) -> bool:
+    """Before renting: end what earlier runs left behind (killed, stopped by a watchdog that could not end the
+    machine, a reboot) and check the ledger against each provider's own list. A sweep that fails never stops the
+    new run; one the user interrupts does (False), before anything is rented."""
+    from app.cloud.launch import sweep_left_behind
+
+    with _stop_signals_interrupt():
+        try:
+            sweep_left_behind(data_dir, lambda message: print(message, file=sys.stderr))
+        except KeyboardInterrupt:
+            print(
+                "scriba: stopped while checking for machines left by earlier runs; nothing was launched (the check "
+                "runs again at the next start, or with `scriba offload sweep`)",
+                file=sys.stderr,
+            )
+            return False
+        except Exception as error:  # tried again at the next start and by `offload sweep`
+            print(f"scriba: could not check for machines left by earlier runs ({error})", file=sys.stderr)
+    return True
 
 
 def add_sweep_and_key_parsers(offload_commands: Any) -> None:
@@ -244,39 +339,67 @@ def add_sweep_and_key_parsers(offload_commands: Any) -> None:
 
 def cmd_offload_sweep(data_dir: Path) -> int:
     from app.cloud.launch import ledger_for
+    from app.cloud.offload import OffloadError
     from app.cloud.providers import configured_providers
 
-    ledger = ledger_for(data_dir)
-    if not ledger.open_entries():
-        print("the ledger is clean: no machine was left running")
+    try:
+        ledger = ledger_for(data_dir)
+    except OffloadError as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return 1
+    providers = configured_providers()
+    if not ledger.open_entries() and not providers:
+        print(
+            "the ledger is clean: no machine was left running (no provider key is set, so no provider's list was read)"
+        )
         return 0
-    results = ledger.sweep_orphans(configured_providers(), lambda message: print(message, file=sys.stderr))
+    # Every provider with a key is asked for its own list, even when the ledger looks clean: a ledger that was
+    # wrong or could not be written must not hide a machine that bills.
+    results = ledger.sweep_orphans(providers, lambda message: print(message, file=sys.stderr))
     still_open = ledger.open_entries()
-    print(f"{len(results)} checked; {len(still_open)} still open")
-    return 1 if still_open else 0
+    unknown = [result for result in results if result.outcome == "unknown_machine"]
+    if not still_open and not unknown:
+        checked = ", ".join(provider.title for provider in providers.values()) or "no provider"
+        print(f"the ledger is clean: no machine was left running (checked against {checked})")
+        return 0
+    print(
+        f"{len(results)} checked; {len(still_open)} still open"
+        + (f"; {len(unknown)} machine(s) not in this ledger" if unknown else "")
+    )
+    return 1
 
 
 def cmd_offload_key(args: argparse.Namespace) -> int:
     import getpass
 
-    from app.cloud.providers import PROVIDER_CLASSES
-    from app.core.secrets import get_secret, set_secret
+    from app.cloud.providers import PROVIDER_CLASSES, api_key, key_env_name
+    from app.core.secrets import set_secret
 
     cls = PROVIDER_CLASSES[args.provider]
+    env_name = key_env_name(cls.name)
     if args.key_action == "status":
+        where = f"keyring: scriba/{cls.key_name}; environment: {env_name}"
+        print(f"{cls.title}: {'a key is set' if api_key(cls) else 'no key'} ({where})")
+        return 0
+    if args.key_action == "set":
+        value = getpass.getpass(f"{cls.title} API key: ") if sys.stdin.isatty() else sys.stdin.readline()
+        if not value.strip():
+            print("scriba: error: empty key; nothing stored", file=sys.stderr)
+            return 2
+    try:
+        set_secret(cls.key_name, value.strip() if args.key_action == "set" else None)
+    except Exception as error:  # keyring's NoKeyringError, a locked or broken backend: never a traceback
         print(
-            f"{cls.title}: {'a key is set' if get_secret(cls.key_name) else 'no key'} (keyring: scriba/{cls.key_name})"
+            f"scriba: error: the system keyring is not available ({type(error).__name__}), so the key was "
+            f"{'not stored' if args.key_action == 'set' else 'not removed'}. Install or unlock a keyring "
+            "(GNOME Keyring, KWallet, macOS Keychain, Windows Credential Manager), or for this shell only set "
+            f"{env_name} in the environment.",
+            file=sys.stderr,
         )
-        return 0
+        return 1
     if args.key_action == "clear":
-        set_secret(cls.key_name, None)
-        print(f"{cls.title}: key removed")
+        print(f"{cls.title}: key removed from the keyring" + (f" ({env_name} is still set)" if api_key(cls) else ""))
         return 0
-    value = getpass.getpass(f"{cls.title} API key: ") if sys.stdin.isatty() else sys.stdin.readline()
-    if not value.strip():
-        print("scriba: error: empty key; nothing stored", file=sys.stderr)
-        return 2
-    set_secret(cls.key_name, value.strip())
     print(f"{cls.title}: key stored in the system keyring (never in a file or log)")
     return 0
 

@@ -5,6 +5,11 @@ known-hosts file; a machine Scriba has just rented has no known key yet, so its 
 Scriba's own known-hosts file and any later key for it (a reconnect to a different machine on the same
 address, or a man in the middle) aborts the job.
 
+Known-hosts files are read the way OpenSSH writes them, markers included: a key on an ``@revoked`` line is
+refused wherever it turns up (before anything is sent), and ``@cert-authority`` lines are skipped (Scriba does
+not check host certificates, so a host known only through its CA counts as unknown and is refused as such). A
+line that cannot be read is skipped with a warning, never a traceback.
+
 Every remote command is built from an argument list with :func:`shlex.quote`, so file names with spaces,
 quotes, ``$(...)``, ``;`` or newlines never reach a shell as code; uploaded files get neutral remote names
 anyway (``in/0001.wav``), and the user's names stay on the user's machine.
@@ -80,33 +85,96 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
+@dataclass
+class KnownHosts:
+    """A known-hosts file as paramiko can use it, plus what paramiko cannot read."""
+
+    keys: paramiko.HostKeys
+    revoked: set[tuple[str, str]]  # (key type, base64) of every @revoked key
+    cert_authority_lines: int  # @cert-authority lines, skipped
+
+    def is_revoked(self, key: paramiko.PKey) -> bool:
+        return (key.get_name(), key.get_base64()) in self.revoked
+
+
+def read_known_hosts(path: Path, into: paramiko.HostKeys | None = None) -> KnownHosts:
+    """Read an OpenSSH known-hosts file (its keys added to ``into`` when given); a missing file is an empty one."""
+    known = KnownHosts(into if into is not None else paramiko.HostKeys(), set(), 0)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return known
+    except OSError as error:
+        raise TransportError(f"cannot read the known-hosts file {path}: {error.strerror or error}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@"):
+            marker, *fields = line.split()
+            if marker == "@revoked" and len(fields) >= 3:
+                known.revoked.add((fields[1], fields[2]))
+            elif marker == "@cert-authority":
+                known.cert_authority_lines += 1
+            else:
+                log.warning("%s line %d: unknown marker %s, line skipped", path, number, marker)
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception as error:  # paramiko's InvalidHostKey, bad base64, an unsupported key type
+            log.warning("%s line %d cannot be read (%s): skipped", path, number, type(error).__name__)
+            continue
+        if entry is None or entry.key is None:
+            continue
+        for hostname in entry.hostnames:
+            known.keys.add(hostname, entry.key.get_name(), entry.key)
+    return known
+
+
+def _revoked_error(endpoint: SshEndpoint, known_hosts: Path, key: paramiko.PKey) -> HostKeyError:
+    return HostKeyError(
+        f"The host key of {endpoint.host}:{endpoint.port} ({key.get_name()} {fingerprint(key)}) is marked @revoked "
+        f"in {known_hosts}: refusing to connect. Nothing was sent. Ask the machine's owner for its new key."
+    )
+
+
 class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    def __init__(self, endpoint: SshEndpoint, known_hosts: Path) -> None:
+    def __init__(self, endpoint: SshEndpoint, known_hosts: Path, known: KnownHosts) -> None:
         self.endpoint = endpoint
         self.known_hosts = known_hosts
+        self.known = known
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if self.known.is_revoked(key):
+            raise _revoked_error(self.endpoint, self.known_hosts, key)
         port = "" if self.endpoint.port == 22 else f"-p {self.endpoint.port} "
+        ca = (
+            " (Scriba does not check host certificates: the @cert-authority lines there are not used.)"
+            if self.known.cert_authority_lines
+            else ""
+        )
         raise HostKeyError(
             f"The host key of {self.endpoint.host}:{self.endpoint.port} is not in {self.known_hosts} "
-            f"({key.get_name()} {fingerprint(key)}). Check that fingerprint with the machine's owner, then add it: "
-            f"ssh-keyscan {port}{self.endpoint.host} >> {self.known_hosts}"
+            f"({key.get_name()} {fingerprint(key)}).{ca} Check that fingerprint with the machine's owner, then add "
+            f"it: ssh-keyscan {port}{self.endpoint.host} >> {self.known_hosts}"
         )
 
 
 class _PinFirstKey(paramiko.MissingHostKeyPolicy):
     """For a machine rented moments ago: its first key is recorded; later keys must match (checked by paramiko)."""
 
-    def __init__(self, known_hosts: Path) -> None:
+    def __init__(self, endpoint: SshEndpoint, known_hosts: Path, known: KnownHosts) -> None:
+        self.endpoint = endpoint
         self.known_hosts = known_hosts
+        self.known = known
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        keys = paramiko.HostKeys()
-        if self.known_hosts.is_file():
-            keys.load(str(self.known_hosts))
-        keys.add(hostname, key.get_name(), key)
+        if self.known.is_revoked(key):
+            raise _revoked_error(self.endpoint, self.known_hosts, key)
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        keys.save(str(self.known_hosts))
+        # Appended, not rewritten: the file's other lines (markers, comments) stay as they are.
+        with self.known_hosts.open("a", encoding="utf-8") as handle:
+            handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         client.get_host_keys().add(hostname, key.get_name(), key)
         log.info("pinned host key of new instance %s: %s", hostname, fingerprint(key))
 
@@ -115,10 +183,11 @@ def forget_host(known_hosts: Path, endpoint: SshEndpoint) -> None:
     """Drop a pinned key once its instance is terminated: the address will belong to someone else's machine."""
     if not known_hosts.is_file():
         return
-    keys = paramiko.HostKeys(str(known_hosts))
-    if endpoint.known_hosts_name in keys:
-        del keys[endpoint.known_hosts_name]
-        keys.save(str(known_hosts))
+    lines = known_hosts.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    # Pinned lines are written unhashed, one host per line; every other line (markers too) is kept as it was.
+    kept = [line for line in lines if line.split(" ", 1)[0] != endpoint.known_hosts_name]
+    if len(kept) != len(lines):
+        known_hosts.write_text("".join(kept), encoding="utf-8")
 
 
 class SshSession:
@@ -144,10 +213,11 @@ class SshSession:
     def connect(self) -> None:
         self.close()
         client = paramiko.SSHClient()
-        if self.known_hosts.is_file():
-            client.load_host_keys(str(self.known_hosts))
+        known = read_known_hosts(self.known_hosts, into=client.get_host_keys())
         client.set_missing_host_key_policy(
-            _PinFirstKey(self.known_hosts) if self.pin_new_host else _RefuseUnknown(self.endpoint, self.known_hosts)
+            _PinFirstKey(self.endpoint, self.known_hosts, known)
+            if self.pin_new_host
+            else _RefuseUnknown(self.endpoint, self.known_hosts, known)
         )
         try:
             client.connect(
@@ -178,6 +248,10 @@ class SshSession:
             ) from None
         transport = client.get_transport()
         assert transport is not None
+        server_key = transport.get_remote_server_key()
+        if known.is_revoked(server_key):  # a known host whose key was revoked since: refused all the same
+            client.close()
+            raise _revoked_error(self.endpoint, self.known_hosts, server_key)
         transport.set_keepalive(15)  # a NAT that forgets idle connections would otherwise cut a long job
         self._client = client
 

@@ -5,6 +5,11 @@ Answers for a route are given in order and the last one repeats (a poll that kee
 Every request is recorded (method, path, query, headers, body) for assertions; one that matches no route is
 answered 404 and also listed in :attr:`ReplayServer.unmatched`, which tests check is empty.
 
+A reply may be a function of the request (a list that shows the machine with the label the client just sent),
+and ``Reply(hold=event)`` is answered only once the test sets ``event``: a provider that has done the work but
+has not answered yet (a create that stalls), which is when a Ctrl-C or a SIGTERM lands. Held replies are let go
+when the server stops.
+
 :class:`FakeClock` stands in for ``time.sleep``/``time.monotonic``: sleeping advances the clock at once and
 records how long was asked for, so a fifteen-minute boot or a ``Retry-After`` takes no time.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,6 +30,7 @@ class Reply:
     status: int = 200
     body: Any = None  # JSON-serialisable, or bytes sent as they are; None: empty body
     headers: dict[str, str] = field(default_factory=dict)
+    hold: threading.Event | None = None  # answered once set (or when the server stops)
 
 
 @dataclass(frozen=True)
@@ -42,9 +49,17 @@ class Recorded:
         return values[0] if values else None
 
 
+Answer = Reply | dict[str, Any] | list[Any] | Callable[[Recorded], Any]
+
+
+def _as_reply(answer: Any) -> Reply:
+    return answer if isinstance(answer, Reply) else Reply(body=answer)
+
+
 class ReplayServer:
     def __init__(self) -> None:
-        self._routes: dict[tuple[str, str], list[Reply]] = {}
+        self._routes: dict[tuple[str, str], list[Answer]] = {}
+        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self.requests: list[Recorded] = []
         self.unmatched: list[Recorded] = []
@@ -64,6 +79,7 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -74,11 +90,11 @@ class ReplayServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def route(self, method: str, path: str, *replies: Reply | dict[str, Any] | list[Any]) -> None:
-        """Answers for ``method path`` (path without the query), in order; the last repeats."""
-        scripted = [reply if isinstance(reply, Reply) else Reply(body=reply) for reply in replies]
+    def route(self, method: str, path: str, *replies: Answer) -> None:
+        """Answers for ``method path`` (path without the query), in order; the last repeats. A callable answer is
+        called with the request and returns the reply (or its body)."""
         with self._lock:
-            self._routes.setdefault((method.upper(), path), []).extend(scripted)
+            self._routes.setdefault((method.upper(), path), []).extend(replies)
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         with self._lock:
@@ -91,7 +107,12 @@ class ReplayServer:
             if not replies:
                 self.unmatched.append(recorded)
                 return Reply(404, {"error": "no route in the replay server"})
-            return replies.pop(0) if len(replies) > 1 else replies[0]
+            answer = replies.pop(0) if len(replies) > 1 else replies[0]
+        reply = _as_reply(answer(recorded) if callable(answer) else answer)
+        if reply.hold is not None:
+            while not reply.hold.wait(0.05) and not self._stopping.is_set():
+                pass
+        return reply
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -109,6 +130,8 @@ class ReplayServer:
                     body=body,
                 )
                 reply = server._answer(recorded)
+                if server._stopping.is_set() and reply.hold is not None:
+                    return  # let go at shutdown: the client has long given up on this answer
                 payload = (
                     reply.body
                     if isinstance(reply.body, bytes)
@@ -120,9 +143,12 @@ class ReplayServer:
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
-                self.end_headers()
-                if payload:
-                    self.wfile.write(payload)
+                try:
+                    self.end_headers()
+                    if payload:
+                        self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (an interrupted request): nothing to answer
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
 

@@ -155,6 +155,8 @@ def test_an_orphan_left_by_a_crash_is_terminated_and_the_ledger_is_clean(
         {"data": lambda_instance("terminating")},
         {"data": lambda_instance("terminated")},
     )
+    # The reconciliation after the sweep: Lambda's own list agrees that the machine is gone.
+    server.route("GET", "/api/v1/instances", {"data": [lambda_instance("terminated")]})
     messages: list[str] = []
 
     with Ledger(tmp_path) as ledger:
@@ -176,18 +178,22 @@ def test_an_intent_without_an_id_is_found_by_its_label(
         ledger_id = crashed.record_intent("runpod", OFFER, LABEL)  # crashed before the id came back
     pod = {"id": "7h9k2m4n6p", "name": LABEL, "status": "STARTING", "ssh": {"proxy": None, "direct": None}}
     other = {**pod, "id": "zz", "name": "scriba-job-7-10"}  # same prefix, another job: not touched
-    server.route("GET", "/v2/pods", {"pods": [other, pod]})
+    # Before the terminate both pods are listed; after it, only the other job's.
+    server.route("GET", "/v2/pods", {"pods": [other, pod]}, {"pods": [other]})
     server.route("DELETE", "/v2/pods/7h9k2m4n6p", Reply(204))
     server.route("GET", "/v2/pods/7h9k2m4n6p", Reply(404, {"title": "Not Found", "status": 404}))
     provider = RunPod(KEY, base_url=server.url + "/v2", sleep=clock.sleep, clock=clock.monotonic)
     messages: list[str] = []
 
     with Ledger(tmp_path) as ledger:
-        [result] = ledger.sweep_orphans({"runpod": provider}, messages.append)
+        result, unknown = ledger.sweep_orphans({"runpod": provider}, messages.append)
         entry = ledger.get(ledger_id)
 
     assert (result.outcome, result.instance_ids) == ("terminated", ("7h9k2m4n6p",))
     assert entry.instance_id == "7h9k2m4n6p" and entry.verified and not entry.is_open
+    # A Scriba machine this ledger never wrote down (another computer's, perhaps) is reported, never ended.
+    assert (unknown.outcome, unknown.instance_ids) == ("unknown_machine", ("zz",))
+    assert "not in this computer's ledger" in messages[-1]
     assert not server.calls("DELETE", "/v2/pods/zz")
     assert any("7h9k2m4n6p" in message for message in messages)
 
@@ -201,10 +207,11 @@ def test_an_intent_whose_machine_never_existed_is_closed(
     messages: list[str] = []
 
     with Ledger(tmp_path) as ledger:
-        [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+        result, other = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
         entry = ledger.get(ledger_id)
 
     assert result.outcome == "never_launched" and entry.state is LaunchState.NOT_LAUNCHED
+    assert other.outcome == "unknown_machine"  # scriba-job-99-1: not this ledger's, reported only
     assert "nothing is running or billing" in messages[0]
     assert not server.calls("POST", "/api/v1/instance-operations/terminate")
 
@@ -221,6 +228,7 @@ def test_a_terminate_that_keeps_failing_leaves_the_entry_open_with_the_reason(
         Reply(500, {"error": {"code": "global/unknown", "message": "Something went wrong"}}),
     )
     server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("active")})
+    server.route("GET", "/api/v1/instances", {"data": [lambda_instance("active")]})
     messages: list[str] = []
 
     with Ledger(tmp_path) as ledger:
@@ -274,6 +282,7 @@ def test_no_secret_reaches_the_ledger(tmp_path: Path, server: ReplayServer, cloc
         Reply(400, {"error": {"code": "global/invalid-parameters", "message": f"bad request for key {KEY}"}}),
     )
     server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("active")})
+    server.route("GET", "/api/v1/instances", {"data": [lambda_instance("active")]})
     with Ledger(tmp_path) as ledger:
         ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, lambda message: None, verify_timeout_s=10)
         assert ledger.get(ledger_id).reason
@@ -305,3 +314,112 @@ def test_an_entry_for_the_users_own_ssh_host_is_closed_quietly(tmp_path: Path, d
         [result] = ledger.sweep_orphans({}, messages.append)
         assert result.outcome == "closed" and not ledger.get(ledger_id).is_open
     assert messages == []
+
+
+# ------------------------------------------------------------------------------------------------ issue 18
+
+
+@pytest.fixture
+def unrelated_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that now has the pid a crashed run had (after a reboot or a container restart)."""
+    process = subprocess.Popen(["sleep", "300"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_reused_pid_does_not_keep_an_orphan_alive(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, unrelated_process: subprocess.Popen[bytes]
+) -> None:
+    from app.core.sqlite_db import process_started_at
+
+    now_started = process_started_at(unrelated_process.pid)
+    assert now_started is not None
+    # The crashed run had this pid an hour before the process that has it now started.
+    before_reboot = Owner(socket.gethostname(), unrelated_process.pid, "token-before-reboot", now_started - 3600)
+    with Ledger(tmp_path, owner=before_reboot) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+        crashed.record_instance(ledger_id, LAMBDA_ID)
+    server.route("POST", "/api/v1/instance-operations/terminate", {"data": {"terminated_instances": []}})
+    server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("terminated")})
+    server.route("GET", "/api/v1/instances", {"data": []})
+
+    with Ledger(tmp_path) as ledger:
+        assert not ledger.owner_alive(ledger.get(ledger_id))
+        [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, lambda message: None)
+        assert result.outcome == "terminated" and not ledger.open_entries()
+        # The process that really made an entry is still told apart: its start time matches.
+        mine = ledger.record_intent("lambda", OFFER, "scriba-job-7-2")
+        same_process = Ledger(tmp_path, owner=Owner(ledger.owner.host, unrelated_process.pid, "t", now_started))
+        theirs = same_process.record_intent("lambda", OFFER, "scriba-job-7-3")
+        same_process.close()
+        assert ledger.owner_alive(ledger.get(mine)) and ledger.owner_alive(ledger.get(theirs))
+
+
+def test_a_ledger_from_before_start_times_is_migrated_and_falls_back_to_the_pid(
+    tmp_path: Path, unrelated_process: subprocess.Popen[bytes], dead_pid: int
+) -> None:
+    database = tmp_path / "cloud-ledger.sqlite3"
+    old = sqlite3.connect(database)
+    old.executescript(
+        """
+        CREATE TABLE launches (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, provider TEXT NOT NULL, offer_name TEXT NOT NULL, offer TEXT,
+            label TEXT NOT NULL, job_ref TEXT, budget_usd REAL, state TEXT NOT NULL, instance_id TEXT,
+            verified INTEGER NOT NULL DEFAULT 0, reason TEXT, created_at REAL NOT NULL, launched_at REAL,
+            ready_at REAL, terminate_requested_at REAL, terminated_at REAL, updated_at REAL NOT NULL,
+            owner_host TEXT NOT NULL, owner_pid INTEGER NOT NULL, owner_token TEXT NOT NULL
+        );
+        PRAGMA user_version = 1;
+        """
+    )
+    for pid, label in ((unrelated_process.pid, "scriba-live"), (dead_pid, "scriba-dead")):
+        old.execute(
+            "INSERT INTO launches (provider, offer_name, label, state, created_at, updated_at, owner_host, owner_pid, "
+            "owner_token) VALUES ('lambda', 'gpu_1x_a10', ?, 'intended', 1, 1, ?, ?, 'old-run')",
+            (label, socket.gethostname(), pid),
+        )
+    old.commit()
+    old.close()
+
+    with Ledger(tmp_path) as ledger:
+        live, dead = ledger.entries()
+        assert live.owner.started_at is None and dead.owner.started_at is None
+        # Without a start time only the pid can tell: a running pid is taken as the owner (as before).
+        assert ledger.owner_alive(live) and not ledger.owner_alive(dead)
+        added = ledger.record_intent("lambda", OFFER, LABEL)
+        assert ledger.get(added).owner.started_at is not None
+    columns = [row[1] for row in sqlite3.connect(database).execute("PRAGMA table_info(launches)")]
+    assert "owner_started_at" in columns
+
+
+def test_a_machine_the_ledger_wrongly_closed_is_found_in_the_providers_list_and_ended(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    """What an older Scriba left after a Ctrl-C during a create: "never launched", while the machine bills."""
+    with crashed_run(tmp_path, dead_pid) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+        crashed.record_not_launched(ledger_id, "KeyboardInterrupt")
+    terminated: list[bool] = []
+
+    def terminate(request: object) -> dict:
+        terminated.append(True)
+        return {"data": {"terminated_instances": []}}
+
+    def listing(request: object) -> dict:
+        return {"data": [] if terminated else [lambda_instance("active")]}
+
+    server.route("GET", "/api/v1/instances", listing)
+    server.route("POST", "/api/v1/instance-operations/terminate", terminate)
+    server.route("GET", f"/api/v1/instances/{LAMBDA_ID}", {"data": lambda_instance("terminated")})
+    messages: list[str] = []
+
+    with Ledger(tmp_path) as ledger:
+        assert not ledger.open_entries()  # the ledger alone says all is well
+        [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+        entry = ledger.get(ledger_id)
+        assert not ledger.open_entries()
+
+    assert (result.outcome, result.instance_ids) == ("terminated", (LAMBDA_ID,))
+    assert entry.instance_id == LAMBDA_ID and entry.state is LaunchState.TERMINATED and entry.verified
+    assert "the ledger said never launched" in messages[0] and "terminating it now" in messages[0]

@@ -100,3 +100,47 @@ def test_sweep_reports_a_machine_it_cannot_reach(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "4020" in result.stderr and "1 still open" in result.stdout
     assert "scriba offload key set vast" in result.stderr
+
+
+def test_key_set_without_a_keyring_says_what_to_do_in_one_line(tmp_path: Path) -> None:
+    """No keyring backend at all (a server, a container): keyring's own "fail" backend, as keyring picks it there."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    command = [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "offload", "key"]
+    stored = subprocess.run(
+        [*command, "set", "vast"], input="vast-secret-456\n", capture_output=True, text=True, env=env
+    )
+    assert stored.returncode == 1
+    assert "Traceback" not in stored.stderr and len(stored.stderr.strip().splitlines()) == 1
+    assert "keyring is not available" in stored.stderr and "SCRIBA_VAST_API_KEY" in stored.stderr
+    assert "vast-secret-456" not in stored.stderr + stored.stdout
+    cleared = subprocess.run([*command, "clear", "vast"], capture_output=True, text=True, env=env)
+    assert cleared.returncode == 1 and "Traceback" not in cleared.stderr
+    # What the message offers works: the key from the environment is found (and never printed).
+    env["SCRIBA_VAST_API_KEY"] = "vast-secret-456"
+    status = subprocess.run([*command, "status", "vast"], capture_output=True, text=True, env=env)
+    assert status.returncode == 0 and "a key is set" in status.stdout
+    assert "vast-secret-456" not in status.stdout + status.stderr
+
+
+def _no_file_writes() -> None:
+    """In the child: the kernel refuses every write to a file (size limit 0), as a full data disk does."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+def test_a_data_disk_that_takes_no_write_is_one_line_and_rents_nothing(tmp_path: Path, sample_dir: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    base = [sys.executable, "-m", "app", "--data-dir", str(tmp_path / "data")]
+    commands = {
+        "sweep": [*base, "offload", "sweep"],
+        "run": [*base, "offload", "run", str(sample_dir / "sample.wav"), "--provider", "ssh", "--host",
+                "ssh://me@127.0.0.1:9"],
+    }  # fmt: skip
+    for name, command in commands.items():
+        result = subprocess.run(command, capture_output=True, text=True, env=env, preexec_fn=_no_file_writes)
+        assert result.returncode == 1, (name, result.stderr)
+        assert "Traceback" not in result.stderr, name
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("scriba: error: the cloud ledger") and "cannot be opened or written" in line

@@ -305,3 +305,39 @@ def test_runpod_pods_end_themselves_without_our_key() -> None:
 
     assert RunPod("key").self_terminate_command("7h9k2m4n6p") == ["runpodctl", "remove", "pod", "7h9k2m4n6p"]
     assert LambdaCloud("key").self_terminate_command("i-1") is None  # it would need the user's key on the machine
+
+
+def test_known_hosts_markers_never_give_a_traceback(sshd: LoopbackSshd, tmp_path: Path) -> None:
+    """OpenSSH's @cert-authority and @revoked lines (issue 18): a CA line is skipped, a revoked key is refused."""
+    other_ca = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ"
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"# ours\n@cert-authority *.example.com {other_ca}\n" + sshd.known_hosts_line())
+    session = SshSession(parse_ssh_url(sshd.url, sshd.client_key), known_hosts)
+    session.connect()
+    assert session.run(["echo", "ok"])[1].strip() == "ok"
+    session.close()
+
+    kind, key = sshd.known_hosts_line().split()[1:3]
+    known_hosts.write_text(f"@revoked * {kind} {key}\n" + sshd.known_hosts_line())
+    with pytest.raises(HostKeyError, match="is marked @revoked"):
+        session.connect()
+
+    result = scriba(
+        "--data-dir", str(tmp_path / "data"), "offload", "run", str(known_hosts), "--provider", "ssh",
+        "--host", sshd.url, "--identity", str(sshd.client_key), "--known-hosts", str(known_hosts),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("scriba: error:")]
+    assert "is marked @revoked" in line and "refusing to connect" in line
+
+
+def test_a_pinned_key_is_forgotten_without_touching_the_other_lines(tmp_path: Path) -> None:
+    from app.cloud.transport import SshEndpoint, forget_host
+
+    known_hosts = tmp_path / "known_hosts"
+    marker = "@revoked * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ\n"
+    pinned = "[127.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0k1yqgOTjO6qk8kJxVqP3tWcVqB2c8cXbG3yT4xQy\n"
+    known_hosts.write_text(marker + pinned)
+    forget_host(known_hosts, SshEndpoint("127.0.0.1", 2222))
+    assert known_hosts.read_text() == marker

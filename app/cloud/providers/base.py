@@ -129,7 +129,8 @@ class NotFound(ApiError):
 def missing_key_error(title: str, key_name: str, provider: str) -> AuthError:
     return AuthError(
         f"No {title} API key is set. Store it with `scriba offload key set {provider}` (it goes to the system "
-        f"keyring, service '{KEYRING_SERVICE}', entry '{key_name}').",
+        f"keyring, service '{KEYRING_SERVICE}', entry '{key_name}'), or on a machine without a keyring set "
+        f"SCRIBA_{provider.upper()}_API_KEY in the environment.",
         key_name=key_name,
         provider=provider,
     )

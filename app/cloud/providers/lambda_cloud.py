@@ -198,8 +198,33 @@ class LambdaCloud(Provider):
                 return self._recover_launch(label, error)
             raise
         where = "POST /instance-operations/launch"
-        ids = self._field(self._field(answer, "data", dict, where), "instance_ids", list, where)
+        try:
+            ids = self._field(self._field(answer, "data", dict, where), "instance_ids", list, where)
+        except ProviderError:
+            # Accepted (HTTP 2xx) but not understood: the machine may well exist. It is looked for by its label,
+            # never written off as "not launched".
+            return self._recover_launch(
+                label,
+                ProviderError(
+                    f"Lambda Cloud accepted the launch of {offer.offer} but answered in a shape Scriba does not "
+                    "know; its API may have changed.",
+                    provider=self.name,
+                    maybe_created=True,
+                ),
+            )
         if not ids:
+            # "Accepted, nothing started" is only believed once the list confirms no machine has the label.
+            try:
+                found = [item for item in self.list_ours(label) if item.label == label]
+            except ProviderError as error:
+                raise ProviderError(
+                    f"Lambda Cloud accepted the launch of {offer.offer} without an instance id, and its list of "
+                    f"machines could not be read ({error}).",
+                    provider=self.name,
+                    maybe_created=True,
+                ) from None
+            if found:
+                return found[0]
             raise NoCapacity(
                 f"Lambda Cloud accepted the launch of {offer.offer} in {offer.region} but started no instance. "
                 "Try another region or instance type.",
