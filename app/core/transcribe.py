@@ -9,9 +9,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
+import numpy as np
+
+from app.core.audio import Audio
 from app.core.cancel import CancelToken
 from app.core.errors import DeviceError
 from app.core.gpu_plan import (
@@ -25,9 +28,6 @@ from app.core.gpu_plan import (
 from app.core.models import ResolvedModel, resolve_model
 from app.core.transcript import Segment, Word
 
-if TYPE_CHECKING:
-    from app.core.audio import Audio
-
 log = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
@@ -40,6 +40,47 @@ COMPUTE_TYPE_CHAIN: dict[str, tuple[str, ...]] = {
     "cuda": ("int8_float16", "float16", "int8", "float32"),
     "cpu": ("int8", "float32"),
 }
+
+
+# Long recordings are decoded in pieces of about this length, each cut at the quietest half second near its
+# end. faster-whisper computes the spectrogram of all it is given at once (and the batched pipeline keeps every
+# window's features): a two-hour file peaked at 8.1 GB. In pieces, memory stays that of ten minutes whatever
+# the length. Ten minutes is long enough that a cut is rare (a file under 10.5 minutes is never cut) and that
+# Whisper's 30 s windows are unaffected inside a piece. A piece starts without the previous piece's words as
+# its prompt: given them, tiny.en dropped two of three sentences of a piece (tests/core/test_long_audio.py);
+# the user's own prompt (names, vocabulary) is given to every piece.
+PIECE_S = 600.0
+CUT_SEARCH_S = 30.0
+
+
+def piece_bounds(
+    samples: np.ndarray, sample_rate: int, piece_s: float = PIECE_S, search_s: float = CUT_SEARCH_S
+) -> list[tuple[int, int]]:
+    """(first, end) sample ranges covering ``samples``: pieces of about ``piece_s``, each ended in the quietest
+    half second within ``search_s`` of its nominal end, so a cut falls between words rather than inside one."""
+    total = len(samples)
+    piece = int(piece_s * sample_rate)
+    search = int(search_s * sample_rate)
+    bounds: list[tuple[int, int]] = []
+    first = 0
+    while total - first > piece + search:
+        low = first + piece - search
+        cut = low + _quietest(samples[low : first + piece + search], sample_rate)
+        bounds.append((first, cut))
+        first = cut
+    bounds.append((first, total))
+    return bounds
+
+
+def _quietest(samples: np.ndarray, sample_rate: int) -> int:
+    """The centre of the quietest half second of ``samples`` (in 0.1 s frames)."""
+    frame = max(1, sample_rate // 10)
+    usable = len(samples) // frame * frame
+    energy = np.mean(np.square(samples[:usable].reshape(-1, frame), dtype=np.float64), axis=1)
+    if len(energy) < 5:
+        return len(samples) // 2
+    smoothed = np.convolve(energy, np.ones(5) / 5, mode="valid")
+    return (int(np.argmin(smoothed)) + 2) * frame + frame // 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +97,7 @@ class TranscriptionOptions:
     batch_size: int = -1
     cpu_threads: int = 0  # 0 = every core of this machine
     initial_prompt: str | None = None
+    piece_s: float = PIECE_S  # longer files are decoded in pieces of about this length (bounded memory)
 
     def resolved_cpu_threads(self) -> int:
         return self.cpu_threads or os.cpu_count() or 1
@@ -245,10 +287,53 @@ class Transcriber:
             "initial_prompt": options.initial_prompt,
         }
         batch_size = self._initial_batch_size()
+        bounds = piece_bounds(audio.samples, audio.sample_rate, options.piece_s, min(CUT_SEARCH_S, options.piece_s / 4))
+        segments: list[Segment] = []
+        info: Any = None
+        align_seconds = 0.0
+        for first, end in bounds:
+            offset = first / audio.sample_rate
+            # A view, not a copy: the file's samples are held once, whatever its length.
+            piece = Audio(samples=audio.samples[first:end], sample_rate=audio.sample_rate, source=audio.source)
+            piece_progress = _shifted_progress(progress, offset, piece.duration, audio.duration)
+            piece_segments, piece_info, batch_size = self._decode_piece(
+                piece, batch_size, kwargs, piece_progress, cancel
+            )
+            align_seconds += self.align_seconds
+            segments.extend(_shifted(segment, offset) for segment in piece_segments)
+            if info is None:
+                info = piece_info
+                # Every later piece in the language found in the first: detection on a piece that happens to
+                # hold only music or a name could otherwise switch languages half-way.
+                kwargs["language"] = options.language or piece_info.language
+        self.align_seconds = align_seconds
+        self.batch_size = batch_size
+        if progress is not None:
+            progress(1.0)
+        return TranscriptionResult(
+            segments=tuple(segments),
+            language=str(info.language),
+            language_probability=float(info.language_probability),
+            duration=audio.duration,
+            model=self.model_ref.name,
+            device=self.device,
+            compute_type=self.compute_type,
+            batch_size=batch_size,
+        )
+
+    def _decode_piece(
+        self,
+        audio: Audio,
+        batch_size: int,
+        kwargs: dict[str, Any],
+        progress: ProgressCallback | None,
+        cancel: CancelToken | None,
+    ) -> tuple[tuple[Segment, ...], Any, int]:
+        """Decode one piece, halving the batch on out-of-memory; returns the batch size that finished it."""
         while True:
             try:
                 segments, info = self._decode(audio, batch_size, kwargs, progress, cancel)
-                break
+                return segments, info, batch_size
             except RuntimeError as error:
                 if not is_out_of_memory(error):
                     raise
@@ -258,25 +343,12 @@ class Transcriber:
                         f"{'at batch size 1' if batch_size == 1 else 'decoding sequentially'} ({error}). "
                         "Close other programs that use the GPU, pick a smaller model, or use --device cpu."
                     ) from error
-                # Halve and start the file again: a batch that does not fit now will not fit later in the
+                # Halve and start the piece again: a batch that does not fit now will not fit later in the
                 # same file, and decoding is deterministic, so the redone part gives the same text.
                 smaller = batch_size // 2
                 self.fallbacks.append(f"batch size {batch_size}: out of GPU memory, retried with {smaller}")
                 log.warning("out of GPU memory at batch size %d (%s); retrying with %d", batch_size, error, smaller)
                 batch_size = smaller
-        self.batch_size = batch_size
-        if progress is not None:
-            progress(1.0)
-        return TranscriptionResult(
-            segments=segments,
-            language=str(info.language),
-            language_probability=float(info.language_probability),
-            duration=audio.duration,
-            model=self.model_ref.name,
-            device=self.device,
-            compute_type=self.compute_type,
-            batch_size=batch_size,
-        )
 
     def _initial_batch_size(self) -> int:
         if self.options.batch_size != AUTO_BATCH:
@@ -341,3 +413,23 @@ class Transcriber:
             close = getattr(segments_iter, "close", None)
             if close is not None:
                 close()  # stops faster-whisper's generator so no further window is decoded after a cancel
+
+
+def _shifted(segment: Segment, offset: float) -> Segment:
+    """``segment`` of a piece starting ``offset`` seconds into the file, in the file's time."""
+    if offset == 0:
+        return segment
+    return replace(
+        segment,
+        start=segment.start + offset,
+        end=segment.end + offset,
+        words=tuple(replace(word, start=word.start + offset, end=word.end + offset) for word in segment.words),
+    )
+
+
+def _shifted_progress(
+    progress: ProgressCallback | None, offset: float, piece_duration: float, total: float
+) -> ProgressCallback | None:
+    if progress is None or total <= 0:
+        return None
+    return lambda fraction: progress(min(1.0, (offset + fraction * piece_duration) / total))

@@ -1,0 +1,113 @@
+"""Long recordings (issue 17): transcription in pieces cut between words, and speakers clustered in blocks who
+keep their labels from the first block to the last. Files here are short; pieces and blocks are made small so
+that the long-file paths run. Time and memory growth are measured by benchmarks/bench_long.py."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.core.audio import Audio
+from app.core.diarize.base import SpeakerHints
+from app.core.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
+from app.core.transcribe import Transcriber, TranscriptionOptions, piece_bounds
+from tests import metrics, synth
+
+
+@pytest.fixture(scope="module")
+def meeting(espeak: str) -> tuple[np.ndarray, list[synth.Utterance]]:
+    return synth.meeting(n_speakers=3, n_turns=12)
+
+
+def test_cuts_fall_between_words(meeting: tuple[np.ndarray, list[synth.Utterance]]) -> None:
+    samples, utterances = meeting
+    bounds = piece_bounds(samples, synth.SAMPLE_RATE, piece_s=12.0, search_s=3.0)
+    assert len(bounds) >= 3
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(samples)
+    assert all(end == next_first for (_, end), (next_first, _) in itertools.pairwise(bounds))
+    for _, cut in bounds[:-1]:
+        second = cut / synth.SAMPLE_RATE
+        inside = [u for u in utterances if u.start + 0.05 < second < u.end - 0.05]
+        assert not inside, f"cut at {second:.2f} s inside {inside}"
+    # A file hardly longer than one piece is not cut at all.
+    assert piece_bounds(samples[: 13 * synth.SAMPLE_RATE], synth.SAMPLE_RATE, piece_s=12.0, search_s=3.0) == [
+        (0, 13 * synth.SAMPLE_RATE)
+    ]
+
+
+def test_a_file_decoded_in_pieces_reads_like_the_whole(meeting: tuple[np.ndarray, list[synth.Utterance]]) -> None:
+    samples, utterances = meeting
+    audio = Audio(samples, synth.SAMPLE_RATE, Path("meeting.wav"))
+    reference = " ".join(u.text for u in utterances)
+    base = TranscriptionOptions(model="tiny.en", device="cpu", language="en", batch_size=0)
+    whole = Transcriber(base).transcribe(audio)
+    seen: list[float] = []
+    pieces = Transcriber(TranscriptionOptions(**{**base.__dict__, "piece_s": 12.0})).transcribe(
+        audio, progress=seen.append
+    )
+    whole_text = " ".join(s.text for s in whole.segments)
+    pieces_text = " ".join(s.text for s in pieces.segments)
+    assert metrics.wer(reference, pieces_text) <= metrics.wer(reference, whole_text) + 0.05
+    # In the file's time, in order, words inside their segments, up to the end of the file.
+    starts = [s.start for s in pieces.segments]
+    assert starts == sorted(starts)
+    assert pieces.segments[-1].end <= audio.duration + 0.5
+    assert pieces.segments[-1].start > 12.0 * 2
+    for segment in pieces.segments:
+        assert all(segment.start - 0.5 <= w.start <= w.end <= segment.end + 0.5 for w in segment.words)
+    for utterance in utterances[-3:]:  # the last piece's words sit where they were spoken
+        spoken = [w.word for s in pieces.segments for w in s.words if utterance.start - 0.3 <= w.start <= utterance.end]
+        assert metrics.wer(utterance.text, " ".join(spoken)) <= 0.35, (utterance, spoken)
+    assert seen == sorted(seen) and seen[-1] == 1.0
+
+
+def test_speakers_keep_their_labels_across_blocks(meeting: tuple[np.ndarray, list[synth.Utterance]]) -> None:
+    """The meeting twice, a monologue between: with blocks of 40 windows each copy is clustered in other blocks,
+    and every voice of the second copy must get a label it had in the first, never another voice's.
+
+    (CAM++ hears espeak's "en-us+m3" as two voices on some sentences: a voice may hold two labels.)"""
+    samples, utterances = meeting
+    monologue, _ = synth.conversation([(3, text) for text in synth.SENTENCES[:4]])
+    gap = np.zeros(synth.SAMPLE_RATE, dtype=np.float32)
+    joined = np.concatenate([samples, gap, monologue, gap, samples])
+    second_copy = (len(samples) + len(gap) * 2 + len(monologue)) / synth.SAMPLE_RATE
+    audio = Audio(joined, synth.SAMPLE_RATE, Path("twice.wav"))
+    diarizer = EmbeddedDiarizer(EmbeddedDiarizerOptions(cluster_block=40), threads=2)
+    turns = diarizer.diarize(audio, SpeakerHints())
+    diarizer.options = EmbeddedDiarizerOptions()  # the same loaded models, clustered in one piece
+    whole = diarizer.diarize(audio, SpeakerHints())
+
+    def speaker_at(start: float, end: float, found: tuple) -> str:  # type: ignore[type-arg]
+        overlap: dict[str, float] = {}
+        for turn in found:
+            shared = min(end, turn.end) - max(start, turn.start)
+            if shared > 0:
+                overlap[turn.speaker] = overlap.get(turn.speaker, 0.0) + shared
+        return max(overlap, key=overlap.__getitem__)
+
+    first_labels: dict[str, set[str]] = {}
+    again_labels: dict[str, set[str]] = {}
+    for utterance in utterances:
+        first_labels.setdefault(utterance.speaker, set()).add(speaker_at(utterance.start, utterance.end, turns))
+        again = speaker_at(utterance.start + second_copy, utterance.end + second_copy, turns)
+        again_labels.setdefault(utterance.speaker, set()).add(again)
+    for voice, labels in again_labels.items():
+        assert labels <= first_labels[voice], (voice, first_labels, again_labels)
+    owners = [label for labels in first_labels.values() for label in labels]
+    assert len(owners) == len(set(owners)), first_labels
+    reference = [(u.start, u.end, u.speaker) for u in utterances]
+    reference += [(u.start + second_copy, u.end + second_copy, u.speaker) for u in utterances]
+    blocks_der = metrics.der(metrics.turns_annotation(reference), _without(turns, len(samples), len(monologue)))
+    whole_der = metrics.der(metrics.turns_annotation(reference), _without(whole, len(samples), len(monologue)))
+    assert blocks_der <= whole_der + 0.05
+
+
+def _without(turns: tuple, meeting_samples: int, monologue_samples: int):  # type: ignore[no-untyped-def, type-arg]
+    """The turns outside the monologue (which the reference leaves out), as an annotation."""
+    first = (meeting_samples + synth.SAMPLE_RATE) / synth.SAMPLE_RATE
+    last = first + monologue_samples / synth.SAMPLE_RATE
+    kept = [(t.start, t.end, t.speaker) for t in turns if t.end <= first or t.start >= last]
+    return metrics.turns_annotation(kept)
