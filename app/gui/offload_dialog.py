@@ -1106,9 +1106,12 @@ class OffloadDialog(QDialog):
 
 
 class OrphanSweep(QObject):
-    """At start, end any rented machine an earlier run left behind (the teardown ledger's open entries).
+    """At start, end any rented machine an earlier run left behind: the teardown ledger's open entries, and any
+    machine a provider still lists although the ledger says it is gone (:func:`app.cloud.launch.sweep_left_behind`,
+    the same sweep as `scriba offload run`'s).
 
-    Runs on a thread, and only touches the keyring and the providers when the ledger has open entries.
+    Runs on a thread, and only where a ledger exists (something was offloaded from this data folder once): then
+    it reads the keyring and asks every provider that has a key for its list of Scriba's machines.
     """
 
     message = Signal(str)  # one per machine found, checked or ended
@@ -1144,19 +1147,13 @@ class _SweepRelay(QObject):
 
 
 def _sweep(data_dir: Path, relay: _SweepRelay) -> None:
-    from app.cloud.launch import ledger_for
-    from app.cloud.providers import configured_providers
+    from app.cloud.launch import sweep_left_behind
 
     try:
-        ledger = ledger_for(data_dir)
-        try:
-            if not ledger.open_entries():
-                relay.done.emit(0)
-                return
-            ledger.sweep_orphans(configured_providers(), relay.message.emit)
-            relay.done.emit(len(ledger.open_entries()))
-        finally:
-            ledger.close()
+        # The CLI's sweep, run even when the ledger has no open entry: a machine the ledger wrongly closed (as
+        # "never launched", or terminated) shows only in the provider's own list, and it bills until it is ended.
+        still_open = sweep_left_behind(data_dir, relay.message.emit)
+        relay.done.emit(still_open)
     except Exception as error:  # the sweep must never stop the window; it runs again at the next start
         log.exception("orphan sweep failed")
         relay.message.emit(f"Could not check for cloud machines left by an earlier run: {error}")

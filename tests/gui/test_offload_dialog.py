@@ -1,6 +1,7 @@
 """The window's "Offload to cloud…": the estimate for the selected jobs, a run on a real OpenSSH server on
 127.0.0.1 (tests/cloud/sshd.py) whose remote side is `scriba worker` from this checkout, a cancel that tears it
-down, a rental refused for want of an API key, and the start-up sweep of machines an earlier run left behind."""
+down, a rental refused for want of an API key, and the start-up sweep of machines an earlier run left behind.
+Rented machines are Lambda Cloud's documented API replayed on loopback (tests/cloud/replay_server.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.cloud.estimate import LOCAL_PROVIDER
-from app.cloud.ledger import Ledger, Owner
+from app.cloud.ledger import LaunchState, Ledger, Owner
 from app.cloud.offload import OffloadEvent
+from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
 from app.core.jobs import JobOptions, JobState
 from app.core.settings import SettingsStore
@@ -36,12 +39,31 @@ from app.gui.offload_dialog import (
     why_not_rentable,
 )
 from app.gui.window import MainWindow
+from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer
 from tests.cloud.sshd import LoopbackSshd
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = JobOptions(model="tiny.en", language="en", diarizer="embedded", formats=("txt", "json"))
 ESTIMATE_WAIT = 30_000  # ms: probing two headers and reading the price table
 RUN_WAIT = 240_000  # ms: two files through tiny.en and the embedded diarizer on a loaded 2-core machine
+SWEEP_WAIT = 30  # s: the start-up sweep against the replayed provider (no real waits: its clock is fake)
+LAMBDA_KEY = "lambda-key-gui-DO-NOT-LEAK"
+LAMBDA_ID = "0920582c7ff041399e34823a0be62549"
+A10 = Offer(
+    provider="lambda",
+    offer="gpu_1x_a10",
+    gpu="A10",
+    gpu_count=1,
+    vram_gb=24,
+    usd_per_hour=0.75,
+    spot_usd_per_hour=None,
+    billing="per-minute",
+    boot_minutes=5.0,
+    price_source="api:lambda",
+    price_date="2026-01-01",
+    launchable=True,
+    region="us-east-1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +115,43 @@ def use_ssh_host(dialog: OffloadDialog, sshd: LoopbackSshd, tmp_path: Path) -> N
     dialog.ssh_known_hosts.setText(str(sshd.write_known_hosts(tmp_path / "known_hosts")))
     dialog.ssh_command.setText(remote_command(tmp_path))
     dialog.ssh_choice.setChecked(True)
+
+
+@dataclass
+class LambdaAccount:
+    """One Lambda Cloud machine as the replayed API shows it: its label, whether it is up, what was asked."""
+
+    label: str | None = None
+    status: str = "active"
+    terminate_ends_it: bool = True  # False: the terminate is accepted but the machine stays up
+
+    def instance(self) -> dict[str, Any]:
+        return {"id": LAMBDA_ID, "name": self.label, "ip": "198.51.100.7", "status": self.status}
+
+
+@pytest.fixture
+def lambda_api() -> Iterator[ReplayServer]:
+    with ReplayServer() as replay:
+        yield replay
+    assert not replay.unmatched, [f"{r.method} {r.path}" for r in replay.unmatched]
+
+
+def route_lambda_machine(api: ReplayServer, account: LambdaAccount) -> None:
+    """The list, the machine and its terminate, answered from ``account`` (Lambda's documented shapes)."""
+
+    def terminate(request: Recorded) -> dict[str, Any]:
+        if account.terminate_ends_it:
+            account.status = "terminated"
+        return {"data": {"terminated_instances": [account.instance()]}}
+
+    api.route("GET", "/api/v1/instances", lambda request: {"data": [account.instance()]})
+    api.route("GET", f"/api/v1/instances/{LAMBDA_ID}", lambda request: {"data": account.instance()})
+    api.route("POST", "/api/v1/instance-operations/terminate", terminate)
+
+
+def replayed_lambda(api: ReplayServer) -> LambdaCloud:
+    clock = FakeClock()  # the provider's polls and retries take no time
+    return LambdaCloud(LAMBDA_KEY, base_url=api.url + "/api/v1", sleep=clock.sleep, clock=clock.monotonic)
 
 
 def states(window: MainWindow) -> list[JobState]:
@@ -326,3 +385,39 @@ def test_a_machine_left_by_an_earlier_run_is_reported_at_start(
     assert "scriba-1700000000" in body and "no lambda API key" in body and "scriba offload key set lambda" in body
     # No key to check it: the entry stays open for the next start.
     assert [entry.label for entry in open_ledger_entries(data)] == ["scriba-1700000000"]
+
+
+def test_the_start_up_sweep_ends_a_machine_the_ledger_wrongly_closed(
+    open_window: Callable[..., MainWindow], qtbot: Any, tmp_path: Path, lambda_api: ReplayServer, monkeypatch: Any
+) -> None:
+    """Issue 18: a launch written off as "never launched" although the machine exists. The ledger has no open
+    entry, so only the provider's own list shows it: the window's sweep must ask, like `scriba offload run`'s."""
+    data = tmp_path / "data"
+    with Ledger(data / "cloud-ledger.sqlite3") as ledger:
+        entry = ledger.record_intent("lambda", A10, "scriba-1700000000-abc123", "jobs 1", 5.0)
+        ledger.record_not_launched(entry, "the launch was refused")
+        assert ledger.open_entries() == []
+    account = LambdaAccount(label="scriba-1700000000-abc123", status="active")
+    route_lambda_machine(lambda_api, account)
+    provider = replayed_lambda(lambda_api)
+    # The provider whose key is set: Lambda, at the replay server instead of its real address.
+    monkeypatch.setattr("app.cloud.providers.configured_providers", lambda: {"lambda": provider})
+
+    window = open_window(data=data, start_worker=False)
+    worker = window.orphan_sweep.worker
+    assert worker is not None
+    worker.join(SWEEP_WAIT)
+    assert not worker.is_alive()
+
+    assert account.status == "terminated" and lambda_api.calls("POST", "/api/v1/instance-operations/terminate")
+    with Ledger(data / "cloud-ledger.sqlite3") as ledger:
+        [after] = ledger.entries()
+    assert after.state is LaunchState.TERMINATED and after.verified and after.instance_id == LAMBDA_ID
+
+    # The user is told, in the window's notifications, what was found and that it is now ended.
+    def sweep_bodies() -> list[str]:
+        return [body for title, body in window.notifications if title == "Scriba: cloud machines"]
+
+    qtbot.waitUntil(lambda: any("is terminated" in body for body in sweep_bodies()), timeout=10_000)
+    bodies = sweep_bodies()
+    assert any(LAMBDA_ID in body and "never launched" in body and "may be billing" in body for body in bodies)
