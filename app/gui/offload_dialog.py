@@ -59,7 +59,7 @@ from app.core.export import clock
 from app.core.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStore
 
 if TYPE_CHECKING:
-    from app.cloud.offload import Offload, OffloadEvent, OffloadResult, RemoteSetup
+    from app.cloud.offload import Offload, OffloadEvent, OffloadResult, RemoteSetup, Teardown
     from app.cloud.queue_offload import QueueOffload
     from app.cloud.types import Offer
 
@@ -306,6 +306,24 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, FileNotFoundError | PermissionError):
         return f"{type(error).__name__}: {text}"
     return f"Unexpected error ({type(error).__name__}): {text}"
+
+
+def after_cancel_text(teardown: Teardown | None) -> str:
+    """What a cancelled run left behind, as its teardown found it. "Torn down" only when the provider confirmed
+    every machine gone: a teardown that could not confirm it must not read like one that did."""
+    if teardown is None or teardown.state == "not_started":
+        # Cancelled before the offload wrote a launch down, so before it asked any provider for a machine.
+        return "nothing was started remotely"
+    if teardown.state == "terminated":
+        return "everything remote was torn down"
+    if teardown.state == "nothing_to_end":
+        # The user's own host, or an interrupted launch whose label the provider's list does not show.
+        return teardown.message or "no machine was rented, so none bills"
+    # Unconfirmed: the teardown's message names the machine, says it may bill and what to do.
+    return teardown.message or (
+        "the teardown could not confirm that the machine is gone: it may still be billing. Run "
+        "`scriba offload sweep`, or check the provider's console."
+    )
 
 
 def gpu_event_text(data: dict[str, Any]) -> str:
@@ -1055,7 +1073,8 @@ class OffloadDialog(QDialog):
             final = f"Offload failed after {clock(elapsed)}."
             self.progress.setFormat("Failed")
         elif outcome.cancelled:
-            final = f"Cancelled after {clock(elapsed)}; everything remote was torn down · ${self._cost_usd:.3f}"
+            teardown = offload.teardown if offload is not None else None
+            final = f"Cancelled after {clock(elapsed)}; {after_cancel_text(teardown)} · ${self._cost_usd:.3f}"
             self.progress.setFormat("Cancelled")
         else:
             result = outcome.result

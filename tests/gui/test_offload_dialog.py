@@ -10,6 +10,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.cloud.estimate import LOCAL_PROVIDER
+from app.cloud.launch import ledger_for
 from app.cloud.ledger import LaunchState, Ledger, Owner
-from app.cloud.offload import OffloadEvent
+from app.cloud.offload import Offload, OffloadEvent
 from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
 from app.core.jobs import JobOptions, JobState
@@ -39,7 +41,7 @@ from app.gui.offload_dialog import (
     why_not_rentable,
 )
 from app.gui.window import MainWindow
-from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer
+from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
 from tests.cloud.sshd import LoopbackSshd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +51,7 @@ RUN_WAIT = 240_000  # ms: two files through tiny.en and the embedded diarizer on
 SWEEP_WAIT = 30  # s: the start-up sweep against the replayed provider (no real waits: its clock is fake)
 LAMBDA_KEY = "lambda-key-gui-DO-NOT-LEAK"
 LAMBDA_ID = "0920582c7ff041399e34823a0be62549"
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ scriba-job"
 A10 = Offer(
     provider="lambda",
     offer="gpu_1x_a10",
@@ -385,6 +388,106 @@ def test_a_machine_left_by_an_earlier_run_is_reported_at_start(
     assert "scriba-1700000000" in body and "no lambda API key" in body and "scriba offload key set lambda" in body
     # No key to check it: the entry stays open for the next start.
     assert [entry.label for entry in open_ledger_entries(data)] == ["scriba-1700000000"]
+
+
+@pytest.mark.parametrize("terminate_ends_it", [True, False], ids=["confirmed", "unconfirmed"])
+def test_a_cancel_says_torn_down_only_when_the_provider_confirmed_it(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    two_calls: list[Path],
+    tmp_path: Path,
+    lambda_api: ReplayServer,
+    terminate_ends_it: bool,
+) -> None:
+    """Issue 18: a rented machine whose terminate Lambda accepts, but which its API then still shows up (a
+    "terminate that does nothing"), may still bill: the dialog must say so, not "everything was torn down"."""
+    account = LambdaAccount(status="booting", terminate_ends_it=terminate_ends_it)
+    route_lambda_machine(lambda_api, account)
+    launch_answered = threading.Event()
+
+    def launch(request: Recorded) -> Reply:
+        account.label = request.json()["name"]
+        # The machine exists but the answer is held back until the user has clicked Cancel: the cancel lands
+        # while Lambda creates it, and the teardown then has a machine to end.
+        return Reply(body={"data": {"instance_ids": [LAMBDA_ID]}}, hold=launch_answered)
+
+    lambda_api.route("GET", "/api/v1/ssh-keys", {"data": [{"id": "k1", "name": "scriba-k", "public_key": PUBLIC_KEY}]})
+    lambda_api.route("POST", "/api/v1/instance-operations/launch", launch)
+    provider = replayed_lambda(lambda_api)
+
+    def rent(
+        provider_name: str,
+        chosen: Offer,
+        data_dir: Path,
+        *,
+        options: JobOptions,
+        on_event: Callable[[OffloadEvent], None] | None,
+        budget_usd: float | None,
+        estimate_usd: float | None,
+        hf_token: str | None = None,
+    ) -> Offload:
+        # launch.build_rented_offload, but with the replayed Lambda, and one terminate checked once: what
+        # Lambda shows right after the terminate decides whether the machine is confirmed gone.
+        assert provider_name == "lambda"
+        return Offload(
+            provider,
+            A10,
+            ledger_for(data_dir),
+            options=options,
+            key_file=None,
+            public_key=PUBLIC_KEY,
+            known_hosts=tmp_path / "known_hosts",
+            pin_new_host=True,
+            budget_usd=budget_usd,
+            estimate_usd=estimate_usd,
+            on_event=on_event,
+            terminate_attempts=1,
+            verify_timeout_s=0.0,
+        )
+
+    window = open_window(start_worker=False)
+    window.store.add_many(two_calls, OPTIONS)
+    ids = [job.id for job in window.store.jobs()]
+    dialog = OffloadDialog(window.store, ids, rent_factory=rent, confirm=lambda *asked: True, parent=window)
+    ended: list[str] = []
+    dialog.offload_ended.connect(ended.append)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
+    assert dialog.estimate is not None
+    row = next(
+        index
+        for index, option in enumerate(dialog.estimate.options)
+        if option.offer.provider == "lambda" and why_not_rentable(option) is None
+    )
+    dialog.table.selectRow(row)
+    dialog.budget.setValue(50.0)
+
+    def cancel_while_launching(event: OffloadEvent) -> None:
+        if event.message.startswith("launching") and not launch_answered.is_set():
+            dialog.cancel_button.click()
+            launch_answered.set()
+
+    dialog.offload_event.connect(cancel_while_launching)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+
+    assert launch_answered.is_set(), "the cancel landed during the launch"
+    assert dialog.outcome is not None and dialog.outcome.cancelled, dialog.error_label.text()
+    assert states(window) == [JobState.CANCELLED, JobState.CANCELLED]
+    assert lambda_api.calls("POST", "/api/v1/instance-operations/terminate")
+    status = dialog.status_label.text()
+    assert status.startswith("Cancelled after ") and ended == [status]
+    if terminate_ends_it:
+        assert "everything remote was torn down" in status
+        assert open_ledger_entries(window.store.directory) == []
+    else:
+        assert "torn down" not in status
+        # Which machine, that it may still bill, and what to do about it.
+        assert f"COULD NOT VERIFY that lambda instance {LAMBDA_ID} ({account.label})" in status
+        assert "may still be billing" in status and "`scriba offload sweep`" in status
+        [still_open] = open_ledger_entries(window.store.directory)  # the next start's sweep ends it
+        assert still_open.instance_id == LAMBDA_ID and still_open.label == account.label
+    dialog.close()
 
 
 def test_the_start_up_sweep_ends_a_machine_the_ledger_wrongly_closed(
