@@ -308,8 +308,8 @@ def describe_error(error: BaseException) -> str:
     return f"Unexpected error ({type(error).__name__}): {text}"
 
 
-def after_cancel_text(teardown: Teardown | None) -> str:
-    """What a cancelled run left behind, as its teardown found it. "Torn down" only when the provider confirmed
+def teardown_text(teardown: Teardown | None) -> str:
+    """What a run left behind remotely, as its teardown found it. "Torn down" only when the provider confirmed
     every machine gone: a teardown that could not confirm it must not read like one that did."""
     if teardown is None or teardown.state == "not_started":
         # Cancelled before the offload wrote a launch down, so before it asked any provider for a machine.
@@ -1065,16 +1065,22 @@ class OffloadDialog(QDialog):
         elapsed = time.monotonic() - self.offload_run.started_at if self.offload_run is not None else 0.0
         offload = self.offload_run.offload if self.offload_run is not None else None
         where = f"{offload.offer.gpu} ({offload.provider.name})" if offload is not None else "the remote"
+        teardown = offload.teardown if offload is not None else None
+        # A machine that may still bill must not hide behind "failed" or "finished" (a cancel's status says so).
+        billing_warning = (
+            teardown_text(teardown)
+            if teardown is not None and teardown.state == "unconfirmed" and not outcome.cancelled
+            else ""
+        )
         if outcome.error is not None:
             text = describe_error(outcome.error)
             if set(self._running_ids) <= set(self._still_queued()):
                 text += " The jobs are still queued."
-            self._show_error(text)
+            self._show_error(f"{text}\n{billing_warning}".strip())
             final = f"Offload failed after {clock(elapsed)}."
             self.progress.setFormat("Failed")
         elif outcome.cancelled:
-            teardown = offload.teardown if offload is not None else None
-            final = f"Cancelled after {clock(elapsed)}; {after_cancel_text(teardown)} · ${self._cost_usd:.3f}"
+            final = f"Cancelled after {clock(elapsed)}; {teardown_text(teardown)} · ${self._cost_usd:.3f}"
             self.progress.setFormat("Cancelled")
         else:
             result = outcome.result
@@ -1085,8 +1091,8 @@ class OffloadDialog(QDialog):
                 + (f", {failed} failed" if failed else "")
                 + f" in {clock(result.seconds or elapsed)} · ${result.cost_usd:.3f}"
             )
-            if failed:
-                self._show_error("\n".join(result.failures.values()))
+            failures = "\n".join(result.failures.values()) if failed else ""
+            self._show_error(f"{failures}\n{billing_warning}".strip())
             self.progress.setFormat("Done")
             self.progress.setValue(PROGRESS_STEPS)
         self._set_status(final)
@@ -1095,7 +1101,10 @@ class OffloadDialog(QDialog):
         for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.send_token):
             widget.setEnabled(not self._spent)
         self._update_run_button()
-        self.offload_ended.emit(final if outcome.error is None else f"{final} {self.error_label.text()}")
+        if outcome.error is not None:
+            self.offload_ended.emit(f"{final} {self.error_label.text()}")
+        else:
+            self.offload_ended.emit(f"{final} {billing_warning}".strip())
 
     def _set_status(self, text: str) -> None:
         self.status_label.setText(text)

@@ -38,6 +38,7 @@ from app.gui.offload_dialog import (
     PROVIDER_COLUMN,
     SSH_HOST_KEY,
     OffloadDialog,
+    RentFactory,
     why_not_rentable,
 )
 from app.gui.window import MainWindow
@@ -155,6 +156,62 @@ def route_lambda_machine(api: ReplayServer, account: LambdaAccount) -> None:
 def replayed_lambda(api: ReplayServer) -> LambdaCloud:
     clock = FakeClock()  # the provider's polls and retries take no time
     return LambdaCloud(LAMBDA_KEY, base_url=api.url + "/api/v1", sleep=clock.sleep, clock=clock.monotonic)
+
+
+def rent_on_replayed_lambda(api: ReplayServer, tmp_path: Path) -> RentFactory:
+    """launch.build_rented_offload, but with Lambda replayed by ``api`` (its launch routed by the test), and one
+    terminate checked once: what Lambda shows right after the terminate decides whether it is confirmed gone."""
+    api.route("GET", "/api/v1/ssh-keys", {"data": [{"id": "k1", "name": "scriba-k", "public_key": PUBLIC_KEY}]})
+    provider = replayed_lambda(api)
+
+    def rent(
+        provider_name: str,
+        chosen: Offer,
+        data_dir: Path,
+        *,
+        options: JobOptions,
+        on_event: Callable[[OffloadEvent], None] | None,
+        budget_usd: float | None,
+        estimate_usd: float | None,
+        hf_token: str | None = None,
+    ) -> Offload:
+        assert provider_name == "lambda"
+        return Offload(
+            provider,
+            A10,
+            ledger_for(data_dir),
+            options=options,
+            key_file=None,
+            public_key=PUBLIC_KEY,
+            known_hosts=tmp_path / "known_hosts",
+            pin_new_host=True,
+            budget_usd=budget_usd,
+            estimate_usd=estimate_usd,
+            on_event=on_event,
+            terminate_attempts=1,
+            verify_timeout_s=0.0,
+        )
+
+    return rent
+
+
+def lambda_row_ready_to_run(window: MainWindow, qtbot: Any, files: list[Path], rent: RentFactory) -> OffloadDialog:
+    """Queue ``files``, open the dialog on them with ``rent`` (every rental confirmed), select a Lambda row."""
+    window.store.add_many(files, OPTIONS)
+    ids = [job.id for job in window.store.jobs()]
+    dialog = OffloadDialog(window.store, ids, rent_factory=rent, confirm=lambda *asked: True, parent=window)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
+    assert dialog.estimate is not None
+    row = next(
+        index
+        for index, option in enumerate(dialog.estimate.options)
+        if option.offer.provider == "lambda" and why_not_rentable(option) is None
+    )
+    dialog.table.selectRow(row)
+    dialog.budget.setValue(50.0)
+    assert dialog.run_button.isEnabled()
+    return dialog
 
 
 def states(window: MainWindow) -> list[JobState]:
@@ -411,56 +468,11 @@ def test_a_cancel_says_torn_down_only_when_the_provider_confirmed_it(
         # while Lambda creates it, and the teardown then has a machine to end.
         return Reply(body={"data": {"instance_ids": [LAMBDA_ID]}}, hold=launch_answered)
 
-    lambda_api.route("GET", "/api/v1/ssh-keys", {"data": [{"id": "k1", "name": "scriba-k", "public_key": PUBLIC_KEY}]})
     lambda_api.route("POST", "/api/v1/instance-operations/launch", launch)
-    provider = replayed_lambda(lambda_api)
-
-    def rent(
-        provider_name: str,
-        chosen: Offer,
-        data_dir: Path,
-        *,
-        options: JobOptions,
-        on_event: Callable[[OffloadEvent], None] | None,
-        budget_usd: float | None,
-        estimate_usd: float | None,
-        hf_token: str | None = None,
-    ) -> Offload:
-        # launch.build_rented_offload, but with the replayed Lambda, and one terminate checked once: what
-        # Lambda shows right after the terminate decides whether the machine is confirmed gone.
-        assert provider_name == "lambda"
-        return Offload(
-            provider,
-            A10,
-            ledger_for(data_dir),
-            options=options,
-            key_file=None,
-            public_key=PUBLIC_KEY,
-            known_hosts=tmp_path / "known_hosts",
-            pin_new_host=True,
-            budget_usd=budget_usd,
-            estimate_usd=estimate_usd,
-            on_event=on_event,
-            terminate_attempts=1,
-            verify_timeout_s=0.0,
-        )
-
     window = open_window(start_worker=False)
-    window.store.add_many(two_calls, OPTIONS)
-    ids = [job.id for job in window.store.jobs()]
-    dialog = OffloadDialog(window.store, ids, rent_factory=rent, confirm=lambda *asked: True, parent=window)
+    dialog = lambda_row_ready_to_run(window, qtbot, two_calls, rent_on_replayed_lambda(lambda_api, tmp_path))
     ended: list[str] = []
     dialog.offload_ended.connect(ended.append)
-    dialog.show()
-    qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
-    assert dialog.estimate is not None
-    row = next(
-        index
-        for index, option in enumerate(dialog.estimate.options)
-        if option.offer.provider == "lambda" and why_not_rentable(option) is None
-    )
-    dialog.table.selectRow(row)
-    dialog.budget.setValue(50.0)
 
     def cancel_while_launching(event: OffloadEvent) -> None:
         if event.message.startswith("launching") and not launch_answered.is_set():
@@ -487,6 +499,39 @@ def test_a_cancel_says_torn_down_only_when_the_provider_confirmed_it(
         assert "may still be billing" in status and "`scriba offload sweep`" in status
         [still_open] = open_ledger_entries(window.store.directory)  # the next start's sweep ends it
         assert still_open.instance_id == LAMBDA_ID and still_open.label == account.label
+    dialog.close()
+
+
+def test_a_failed_run_that_may_have_left_a_machine_says_it_may_bill(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    two_calls: list[Path],
+    tmp_path: Path,
+    lambda_api: ReplayServer,
+) -> None:
+    """Issue 18: Lambda accepts the launch but answers in a shape Scriba does not know, and its list of machines
+    cannot be read: a machine may exist. "Offload failed" alone would hide that it may be billing."""
+
+    def launch(request: Recorded) -> dict[str, Any]:
+        return {"instances": [{"id": LAMBDA_ID}]}  # accepted (HTTP 200), not the documented shape
+
+    lambda_api.route("POST", "/api/v1/instance-operations/launch", launch)
+    lambda_api.route("GET", "/api/v1/instances", Reply(500, {"error": {"code": "global/unknown", "message": "Oops"}}))
+    window = open_window(start_worker=False)
+    dialog = lambda_row_ready_to_run(window, qtbot, two_calls, rent_on_replayed_lambda(lambda_api, tmp_path))
+    ended: list[str] = []
+    dialog.offload_ended.connect(ended.append)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+
+    assert dialog.outcome is not None and dialog.outcome.error is not None
+    assert dialog.status_label.text().startswith("Offload failed after ")
+    error = dialog.error_label.text()
+    assert dialog.error_label.isVisible() and "shape Scriba does not know" in error
+    assert "a machine may be billing" in error and "`scriba offload sweep`" in error
+    assert len(ended) == 1 and "a machine may be billing" in ended[0]  # the window's notification says it too
+    [still_open] = open_ledger_entries(window.store.directory)  # never "not launched" on a guess
+    assert still_open.is_open
     dialog.close()
 
 
