@@ -59,7 +59,7 @@ from app.core.export import clock
 from app.core.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStore
 
 if TYPE_CHECKING:
-    from app.cloud.offload import Offload, OffloadEvent, OffloadResult, RemoteSetup
+    from app.cloud.offload import Offload, OffloadEvent, OffloadResult, RemoteSetup, Teardown
     from app.cloud.queue_offload import QueueOffload
     from app.cloud.types import Offer
 
@@ -306,6 +306,24 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, FileNotFoundError | PermissionError):
         return f"{type(error).__name__}: {text}"
     return f"Unexpected error ({type(error).__name__}): {text}"
+
+
+def teardown_text(teardown: Teardown | None) -> str:
+    """What a run left behind remotely, as its teardown found it. "Torn down" only when the provider confirmed
+    every machine gone: a teardown that could not confirm it must not read like one that did."""
+    if teardown is None or teardown.state == "not_started":
+        # Cancelled before the offload wrote a launch down, so before it asked any provider for a machine.
+        return "nothing was started remotely"
+    if teardown.state == "terminated":
+        return "everything remote was torn down"
+    if teardown.state == "nothing_to_end":
+        # The user's own host, or an interrupted launch whose label the provider's list does not show.
+        return teardown.message or "no machine was rented, so none bills"
+    # Unconfirmed: the teardown's message names the machine, says it may bill and what to do.
+    return teardown.message or (
+        "the teardown could not confirm that the machine is gone: it may still be billing. Run "
+        "`scriba offload sweep`, or check the provider's console."
+    )
 
 
 def gpu_event_text(data: dict[str, Any]) -> str:
@@ -1047,15 +1065,22 @@ class OffloadDialog(QDialog):
         elapsed = time.monotonic() - self.offload_run.started_at if self.offload_run is not None else 0.0
         offload = self.offload_run.offload if self.offload_run is not None else None
         where = f"{offload.offer.gpu} ({offload.provider.name})" if offload is not None else "the remote"
+        teardown = offload.teardown if offload is not None else None
+        # A machine that may still bill must not hide behind "failed" or "finished" (a cancel's status says so).
+        billing_warning = (
+            teardown_text(teardown)
+            if teardown is not None and teardown.state == "unconfirmed" and not outcome.cancelled
+            else ""
+        )
         if outcome.error is not None:
             text = describe_error(outcome.error)
             if set(self._running_ids) <= set(self._still_queued()):
                 text += " The jobs are still queued."
-            self._show_error(text)
+            self._show_error(f"{text}\n{billing_warning}".strip())
             final = f"Offload failed after {clock(elapsed)}."
             self.progress.setFormat("Failed")
         elif outcome.cancelled:
-            final = f"Cancelled after {clock(elapsed)}; everything remote was torn down · ${self._cost_usd:.3f}"
+            final = f"Cancelled after {clock(elapsed)}; {teardown_text(teardown)} · ${self._cost_usd:.3f}"
             self.progress.setFormat("Cancelled")
         else:
             result = outcome.result
@@ -1066,8 +1091,8 @@ class OffloadDialog(QDialog):
                 + (f", {failed} failed" if failed else "")
                 + f" in {clock(result.seconds or elapsed)} · ${result.cost_usd:.3f}"
             )
-            if failed:
-                self._show_error("\n".join(result.failures.values()))
+            failures = "\n".join(result.failures.values()) if failed else ""
+            self._show_error(f"{failures}\n{billing_warning}".strip())
             self.progress.setFormat("Done")
             self.progress.setValue(PROGRESS_STEPS)
         self._set_status(final)
@@ -1076,7 +1101,10 @@ class OffloadDialog(QDialog):
         for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.send_token):
             widget.setEnabled(not self._spent)
         self._update_run_button()
-        self.offload_ended.emit(final if outcome.error is None else f"{final} {self.error_label.text()}")
+        if outcome.error is not None:
+            self.offload_ended.emit(f"{final} {self.error_label.text()}")
+        else:
+            self.offload_ended.emit(f"{final} {billing_warning}".strip())
 
     def _set_status(self, text: str) -> None:
         self.status_label.setText(text)
@@ -1106,9 +1134,12 @@ class OffloadDialog(QDialog):
 
 
 class OrphanSweep(QObject):
-    """At start, end any rented machine an earlier run left behind (the teardown ledger's open entries).
+    """At start, end any rented machine an earlier run left behind: the teardown ledger's open entries, and any
+    machine a provider still lists although the ledger says it is gone (:func:`app.cloud.launch.sweep_left_behind`,
+    the same sweep as `scriba offload run`'s).
 
-    Runs on a thread, and only touches the keyring and the providers when the ledger has open entries.
+    Runs on a thread, and only where a ledger exists (something was offloaded from this data folder once): then
+    it reads the keyring and asks every provider that has a key for its list of Scriba's machines.
     """
 
     message = Signal(str)  # one per machine found, checked or ended
@@ -1144,19 +1175,13 @@ class _SweepRelay(QObject):
 
 
 def _sweep(data_dir: Path, relay: _SweepRelay) -> None:
-    from app.cloud.launch import ledger_for
-    from app.cloud.providers import configured_providers
+    from app.cloud.launch import sweep_left_behind
 
     try:
-        ledger = ledger_for(data_dir)
-        try:
-            if not ledger.open_entries():
-                relay.done.emit(0)
-                return
-            ledger.sweep_orphans(configured_providers(), relay.message.emit)
-            relay.done.emit(len(ledger.open_entries()))
-        finally:
-            ledger.close()
+        # The CLI's sweep, run even when the ledger has no open entry: a machine the ledger wrongly closed (as
+        # "never launched", or terminated) shows only in the provider's own list, and it bills until it is ended.
+        still_open = sweep_left_behind(data_dir, relay.message.emit)
+        relay.done.emit(still_open)
     except Exception as error:  # the sweep must never stop the window; it runs again at the next start
         log.exception("orphan sweep failed")
         relay.message.emit(f"Could not check for cloud machines left by an earlier run: {error}")

@@ -1,6 +1,7 @@
 """The window's "Offload to cloud…": the estimate for the selected jobs, a run on a real OpenSSH server on
 127.0.0.1 (tests/cloud/sshd.py) whose remote side is `scriba worker` from this checkout, a cancel that tears it
-down, a rental refused for want of an API key, and the start-up sweep of machines an earlier run left behind."""
+down, a rental refused for want of an API key, and the start-up sweep of machines an earlier run left behind.
+Rented machines are Lambda Cloud's documented API replayed on loopback (tests/cloud/replay_server.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +22,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.cloud.estimate import LOCAL_PROVIDER
-from app.cloud.ledger import Ledger, Owner
-from app.cloud.offload import OffloadEvent
+from app.cloud.launch import ledger_for
+from app.cloud.ledger import LaunchState, Ledger, Owner
+from app.cloud.offload import Offload, OffloadEvent
+from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
 from app.core.jobs import JobOptions, JobState
 from app.core.settings import SettingsStore
@@ -33,15 +38,36 @@ from app.gui.offload_dialog import (
     PROVIDER_COLUMN,
     SSH_HOST_KEY,
     OffloadDialog,
+    RentFactory,
     why_not_rentable,
 )
 from app.gui.window import MainWindow
+from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
 from tests.cloud.sshd import LoopbackSshd
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = JobOptions(model="tiny.en", language="en", diarizer="embedded", formats=("txt", "json"))
 ESTIMATE_WAIT = 30_000  # ms: probing two headers and reading the price table
 RUN_WAIT = 240_000  # ms: two files through tiny.en and the embedded diarizer on a loaded 2-core machine
+SWEEP_WAIT = 30  # s: the start-up sweep against the replayed provider (no real waits: its clock is fake)
+LAMBDA_KEY = "lambda-key-gui-DO-NOT-LEAK"
+LAMBDA_ID = "0920582c7ff041399e34823a0be62549"
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ scriba-job"
+A10 = Offer(
+    provider="lambda",
+    offer="gpu_1x_a10",
+    gpu="A10",
+    gpu_count=1,
+    vram_gb=24,
+    usd_per_hour=0.75,
+    spot_usd_per_hour=None,
+    billing="per-minute",
+    boot_minutes=5.0,
+    price_source="api:lambda",
+    price_date="2026-01-01",
+    launchable=True,
+    region="us-east-1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +119,99 @@ def use_ssh_host(dialog: OffloadDialog, sshd: LoopbackSshd, tmp_path: Path) -> N
     dialog.ssh_known_hosts.setText(str(sshd.write_known_hosts(tmp_path / "known_hosts")))
     dialog.ssh_command.setText(remote_command(tmp_path))
     dialog.ssh_choice.setChecked(True)
+
+
+@dataclass
+class LambdaAccount:
+    """One Lambda Cloud machine as the replayed API shows it: its label, whether it is up, what was asked."""
+
+    label: str | None = None
+    status: str = "active"
+    terminate_ends_it: bool = True  # False: the terminate is accepted but the machine stays up
+
+    def instance(self) -> dict[str, Any]:
+        return {"id": LAMBDA_ID, "name": self.label, "ip": "198.51.100.7", "status": self.status}
+
+
+@pytest.fixture
+def lambda_api() -> Iterator[ReplayServer]:
+    with ReplayServer() as replay:
+        yield replay
+    assert not replay.unmatched, [f"{r.method} {r.path}" for r in replay.unmatched]
+
+
+def route_lambda_machine(api: ReplayServer, account: LambdaAccount) -> None:
+    """The list, the machine and its terminate, answered from ``account`` (Lambda's documented shapes)."""
+
+    def terminate(request: Recorded) -> dict[str, Any]:
+        if account.terminate_ends_it:
+            account.status = "terminated"
+        return {"data": {"terminated_instances": [account.instance()]}}
+
+    api.route("GET", "/api/v1/instances", lambda request: {"data": [account.instance()]})
+    api.route("GET", f"/api/v1/instances/{LAMBDA_ID}", lambda request: {"data": account.instance()})
+    api.route("POST", "/api/v1/instance-operations/terminate", terminate)
+
+
+def replayed_lambda(api: ReplayServer) -> LambdaCloud:
+    clock = FakeClock()  # the provider's polls and retries take no time
+    return LambdaCloud(LAMBDA_KEY, base_url=api.url + "/api/v1", sleep=clock.sleep, clock=clock.monotonic)
+
+
+def rent_on_replayed_lambda(api: ReplayServer, tmp_path: Path) -> RentFactory:
+    """launch.build_rented_offload, but with Lambda replayed by ``api`` (its launch routed by the test), and one
+    terminate checked once: what Lambda shows right after the terminate decides whether it is confirmed gone."""
+    api.route("GET", "/api/v1/ssh-keys", {"data": [{"id": "k1", "name": "scriba-k", "public_key": PUBLIC_KEY}]})
+    provider = replayed_lambda(api)
+
+    def rent(
+        provider_name: str,
+        chosen: Offer,
+        data_dir: Path,
+        *,
+        options: JobOptions,
+        on_event: Callable[[OffloadEvent], None] | None,
+        budget_usd: float | None,
+        estimate_usd: float | None,
+        hf_token: str | None = None,
+    ) -> Offload:
+        assert provider_name == "lambda"
+        return Offload(
+            provider,
+            A10,
+            ledger_for(data_dir),
+            options=options,
+            key_file=None,
+            public_key=PUBLIC_KEY,
+            known_hosts=tmp_path / "known_hosts",
+            pin_new_host=True,
+            budget_usd=budget_usd,
+            estimate_usd=estimate_usd,
+            on_event=on_event,
+            terminate_attempts=1,
+            verify_timeout_s=0.0,
+        )
+
+    return rent
+
+
+def lambda_row_ready_to_run(window: MainWindow, qtbot: Any, files: list[Path], rent: RentFactory) -> OffloadDialog:
+    """Queue ``files``, open the dialog on them with ``rent`` (every rental confirmed), select a Lambda row."""
+    window.store.add_many(files, OPTIONS)
+    ids = [job.id for job in window.store.jobs()]
+    dialog = OffloadDialog(window.store, ids, rent_factory=rent, confirm=lambda *asked: True, parent=window)
+    dialog.show()
+    qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
+    assert dialog.estimate is not None
+    row = next(
+        index
+        for index, option in enumerate(dialog.estimate.options)
+        if option.offer.provider == "lambda" and why_not_rentable(option) is None
+    )
+    dialog.table.selectRow(row)
+    dialog.budget.setValue(50.0)
+    assert dialog.run_button.isEnabled()
+    return dialog
 
 
 def states(window: MainWindow) -> list[JobState]:
@@ -326,3 +445,127 @@ def test_a_machine_left_by_an_earlier_run_is_reported_at_start(
     assert "scriba-1700000000" in body and "no lambda API key" in body and "scriba offload key set lambda" in body
     # No key to check it: the entry stays open for the next start.
     assert [entry.label for entry in open_ledger_entries(data)] == ["scriba-1700000000"]
+
+
+@pytest.mark.parametrize("terminate_ends_it", [True, False], ids=["confirmed", "unconfirmed"])
+def test_a_cancel_says_torn_down_only_when_the_provider_confirmed_it(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    two_calls: list[Path],
+    tmp_path: Path,
+    lambda_api: ReplayServer,
+    terminate_ends_it: bool,
+) -> None:
+    """Issue 18: a rented machine whose terminate Lambda accepts, but which its API then still shows up (a
+    "terminate that does nothing"), may still bill: the dialog must say so, not "everything was torn down"."""
+    account = LambdaAccount(status="booting", terminate_ends_it=terminate_ends_it)
+    route_lambda_machine(lambda_api, account)
+    launch_answered = threading.Event()
+
+    def launch(request: Recorded) -> Reply:
+        account.label = request.json()["name"]
+        # The machine exists but the answer is held back until the user has clicked Cancel: the cancel lands
+        # while Lambda creates it, and the teardown then has a machine to end.
+        return Reply(body={"data": {"instance_ids": [LAMBDA_ID]}}, hold=launch_answered)
+
+    lambda_api.route("POST", "/api/v1/instance-operations/launch", launch)
+    window = open_window(start_worker=False)
+    dialog = lambda_row_ready_to_run(window, qtbot, two_calls, rent_on_replayed_lambda(lambda_api, tmp_path))
+    ended: list[str] = []
+    dialog.offload_ended.connect(ended.append)
+
+    def cancel_while_launching(event: OffloadEvent) -> None:
+        if event.message.startswith("launching") and not launch_answered.is_set():
+            dialog.cancel_button.click()
+            launch_answered.set()
+
+    dialog.offload_event.connect(cancel_while_launching)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+
+    assert launch_answered.is_set(), "the cancel landed during the launch"
+    assert dialog.outcome is not None and dialog.outcome.cancelled, dialog.error_label.text()
+    assert states(window) == [JobState.CANCELLED, JobState.CANCELLED]
+    assert lambda_api.calls("POST", "/api/v1/instance-operations/terminate")
+    status = dialog.status_label.text()
+    assert status.startswith("Cancelled after ") and ended == [status]
+    if terminate_ends_it:
+        assert "everything remote was torn down" in status
+        assert open_ledger_entries(window.store.directory) == []
+    else:
+        assert "torn down" not in status
+        # Which machine, that it may still bill, and what to do about it.
+        assert f"COULD NOT VERIFY that lambda instance {LAMBDA_ID} ({account.label})" in status
+        assert "may still be billing" in status and "`scriba offload sweep`" in status
+        [still_open] = open_ledger_entries(window.store.directory)  # the next start's sweep ends it
+        assert still_open.instance_id == LAMBDA_ID and still_open.label == account.label
+    dialog.close()
+
+
+def test_a_failed_run_that_may_have_left_a_machine_says_it_may_bill(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    two_calls: list[Path],
+    tmp_path: Path,
+    lambda_api: ReplayServer,
+) -> None:
+    """Issue 18: Lambda accepts the launch but answers in a shape Scriba does not know, and its list of machines
+    cannot be read: a machine may exist. "Offload failed" alone would hide that it may be billing."""
+
+    def launch(request: Recorded) -> dict[str, Any]:
+        return {"instances": [{"id": LAMBDA_ID}]}  # accepted (HTTP 200), not the documented shape
+
+    lambda_api.route("POST", "/api/v1/instance-operations/launch", launch)
+    lambda_api.route("GET", "/api/v1/instances", Reply(500, {"error": {"code": "global/unknown", "message": "Oops"}}))
+    window = open_window(start_worker=False)
+    dialog = lambda_row_ready_to_run(window, qtbot, two_calls, rent_on_replayed_lambda(lambda_api, tmp_path))
+    ended: list[str] = []
+    dialog.offload_ended.connect(ended.append)
+    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+
+    assert dialog.outcome is not None and dialog.outcome.error is not None
+    assert dialog.status_label.text().startswith("Offload failed after ")
+    error = dialog.error_label.text()
+    assert dialog.error_label.isVisible() and "shape Scriba does not know" in error
+    assert "a machine may be billing" in error and "`scriba offload sweep`" in error
+    assert len(ended) == 1 and "a machine may be billing" in ended[0]  # the window's notification says it too
+    [still_open] = open_ledger_entries(window.store.directory)  # never "not launched" on a guess
+    assert still_open.is_open
+    dialog.close()
+
+
+def test_the_start_up_sweep_ends_a_machine_the_ledger_wrongly_closed(
+    open_window: Callable[..., MainWindow], qtbot: Any, tmp_path: Path, lambda_api: ReplayServer, monkeypatch: Any
+) -> None:
+    """Issue 18: a launch written off as "never launched" although the machine exists. The ledger has no open
+    entry, so only the provider's own list shows it: the window's sweep must ask, like `scriba offload run`'s."""
+    data = tmp_path / "data"
+    with Ledger(data / "cloud-ledger.sqlite3") as ledger:
+        entry = ledger.record_intent("lambda", A10, "scriba-1700000000-abc123", "jobs 1", 5.0)
+        ledger.record_not_launched(entry, "the launch was refused")
+        assert ledger.open_entries() == []
+    account = LambdaAccount(label="scriba-1700000000-abc123", status="active")
+    route_lambda_machine(lambda_api, account)
+    provider = replayed_lambda(lambda_api)
+    # The provider whose key is set: Lambda, at the replay server instead of its real address.
+    monkeypatch.setattr("app.cloud.providers.configured_providers", lambda: {"lambda": provider})
+
+    window = open_window(data=data, start_worker=False)
+    worker = window.orphan_sweep.worker
+    assert worker is not None
+    worker.join(SWEEP_WAIT)
+    assert not worker.is_alive()
+
+    assert account.status == "terminated" and lambda_api.calls("POST", "/api/v1/instance-operations/terminate")
+    with Ledger(data / "cloud-ledger.sqlite3") as ledger:
+        [after] = ledger.entries()
+    assert after.state is LaunchState.TERMINATED and after.verified and after.instance_id == LAMBDA_ID
+
+    # The user is told, in the window's notifications, what was found and that it is now ended.
+    def sweep_bodies() -> list[str]:
+        return [body for title, body in window.notifications if title == "Scriba: cloud machines"]
+
+    qtbot.waitUntil(lambda: any("is terminated" in body for body in sweep_bodies()), timeout=10_000)
+    bodies = sweep_bodies()
+    assert any(LAMBDA_ID in body and "never launched" in body and "may be billing" in body for body in bodies)
