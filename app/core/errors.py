@@ -64,6 +64,18 @@ class ZeroLengthAudioError(MediaError):
         )
 
 
+class ImplausibleAudioError(MediaError):
+    """The container describes audio that cannot be real (a sample rate of 1 Hz): decoding it as described would
+    turn kilobytes into hours of samples and gigabytes of memory."""
+
+    def __init__(self, path: Path | str, detail: str) -> None:
+        super().__init__(
+            path,
+            f"the audio track is not plausible ({detail})",
+            "The file's header is damaged or it was written wrongly; convert or export it again.",
+        )
+
+
 class UnsupportedCodecError(MediaError):
     def __init__(self, path: Path | str, codec: str) -> None:
         super().__init__(

@@ -10,6 +10,7 @@ import pytest
 
 from app.core import errors
 from app.core.audio import SAMPLE_RATE, decode_audio
+from app.core.errors import ImplausibleAudioError
 
 
 def tone(seconds: float, rate: int, frequency: float = 440.0) -> np.ndarray:
@@ -170,3 +171,46 @@ def test_truncated_file_keeps_the_audio_before_the_damage(tmp_path: Path) -> Non
     path.write_bytes(data[: len(data) // 2])
     audio = decode_audio(path)
     assert 1.5 < audio.duration < 2.5
+
+
+def test_a_header_claiming_1_hz_is_refused_before_decoding(tmp_path: Path) -> None:
+    """A 32 KB WAV whose header says 1 Hz would decode (resampled to 16 kHz) to 4.4 hours and 5 GB."""
+    import resource
+    import wave
+
+    path = tmp_path / "one_hertz.wav"
+    with wave.open(str(path), "wb") as handle:
+        handle.setnchannels(1)
+        handle.setsampwidth(2)
+        handle.setframerate(1)
+        handle.writeframes(np.random.default_rng(0).integers(-3000, 3000, 16000, dtype=np.int16).tobytes())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ImplausibleAudioError) as caught:
+        decode_audio(path)
+    assert "1 Hz" in str(caught.value) and str(path) in str(caught.value)
+    # Refused from the header: the peak memory did not grow by the gigabytes decoding would take.
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+def test_stereo_channels_that_cancel_out_are_not_silence(tmp_path: Path, espeak: str) -> None:
+    """One channel wired with inverted polarity: summed to mono, the speech would vanish (an empty transcript
+    marked done). The difference is used where the sum cancels, and the audio says so."""
+    import wave
+
+    from tests import synth
+
+    speech = synth.speak("The budget numbers look reasonable for the next quarter.", "en-us+m3", 40)
+    path = tmp_path / "inverted.wav"
+    with wave.open(str(path), "wb") as handle:
+        handle.setnchannels(2)
+        handle.setsampwidth(2)
+        handle.setframerate(16000)
+        pcm = (np.clip(np.stack([speech, -speech]), -1, 1) * 32767).astype(np.int16)
+        handle.writeframes(pcm.T.tobytes())  # interleaved left, right
+    audio = decode_audio(path)
+    assert abs(audio.duration - len(speech) / 16000) < 0.05
+    assert float(np.sqrt(np.mean(audio.samples**2))) > 0.5 * float(np.sqrt(np.mean(speech**2)))
+    assert any("cancel each other out" in warning for warning in audio.warnings)
+    # Ordinary stereo (the same speech in both channels) is mixed as always, without a warning.
+    normal = encode(tmp_path / "normal.wav", "pcm_s16le", rate=16000, seconds=2.0)
+    assert decode_audio(normal).warnings == ()
