@@ -79,7 +79,9 @@ def rttm_turns(path: Path) -> tuple[tuple[float, float, str], ...]:
 GROUP_AMI = ("ami_EN2005a_0-30", "ami_EN2009b_0-30", "ami_ES2003a_0-30", "ami_ES2003b_0-30")
 
 
-def round_pieces(real_speech: Path, sample: Path, espeak_turns: int = 24, meetings: tuple[str, ...] = AMI) -> list[Piece]:
+def round_pieces(
+    real_speech: Path, sample: Path, espeak_turns: int = 24, meetings: tuple[str, ...] = AMI
+) -> list[Piece]:
     """Every recording of one round, in a fixed order: ``meetings`` of the AMI openings, the readings, the call
     and an espeak-ng meeting."""
     import sys
@@ -89,7 +91,10 @@ def round_pieces(real_speech: Path, sample: Path, espeak_turns: int = 24, meetin
         sys.path.insert(0, str(root))
     from tests import synth
 
-    pieces = [Piece(name, read_wav(real_speech / f"{name}.wav"), rttm_turns(real_speech / f"{name}.rttm")) for name in meetings]
+    pieces = [
+        Piece(name, read_wav(real_speech / f"{name}.wav"), rttm_turns(real_speech / f"{name}.rttm"))
+        for name in meetings
+    ]
     for name, reader in READINGS.items():
         samples = read_wav(real_speech / f"{name}.wav")
         # The readings have no RTTM; their speech is where they are not silent (the reader is alone).
@@ -103,12 +108,18 @@ def round_pieces(real_speech: Path, sample: Path, espeak_turns: int = 24, meetin
     )
     meeting, utterances = synth.meeting(4, espeak_turns)
     pieces.append(
-        Piece("espeak_meeting", meeting.astype(np.float32), tuple((u.start, u.end, f"espeak_{u.speaker}") for u in utterances))
+        Piece(
+            "espeak_meeting",
+            meeting.astype(np.float32),
+            tuple((u.start, u.end, f"espeak_{u.speaker}") for u in utterances),
+        )
     )
     return pieces
 
 
-def _energy_turns(samples: np.ndarray, speaker: str, frame_s: float = 0.03, gap_s: float = 0.5) -> tuple[tuple[float, float, str], ...]:
+def _energy_turns(
+    samples: np.ndarray, speaker: str, frame_s: float = 0.03, gap_s: float = 0.5
+) -> tuple[tuple[float, float, str], ...]:
     """Stretches of a single reader's recording that are not silence (pauses under ``gap_s`` kept inside)."""
     frame = int(frame_s * SAMPLE_RATE)
     usable = len(samples) // frame * frame
@@ -124,7 +135,9 @@ def _energy_turns(samples: np.ndarray, speaker: str, frame_s: float = 0.03, gap_
     return tuple((start, end, speaker) for start, end in turns)
 
 
-def build(pieces: list[Piece], rounds: int, seed: int = 0) -> tuple[np.ndarray, list[tuple[float, float, str]], list[tuple[str, float]]]:
+def build(
+    pieces: list[Piece], rounds: int, seed: int = 0
+) -> tuple[np.ndarray, list[tuple[float, float, str]], list[tuple[str, float]]]:
     """``rounds`` rounds of ``pieces``, each shuffled; returns samples, reference turns and (piece, offset) list."""
     rng = random.Random(seed)
     gap = np.zeros(int(GAP_S * SAMPLE_RATE), dtype=np.float32)
