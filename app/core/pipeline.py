@@ -19,6 +19,7 @@ from app.core.diarize import DiarizerChoice, DiarizerOptions, choose_backend
 from app.core.diarize.base import DiarizationResult, Diarizer, Turn
 from app.core.errors import CancelledError, DiarizationError
 from app.core.merge import assign_speakers
+from app.core.stage_costs import StageCosts, stage_layout
 from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
 from app.core.transcript import DiarizationInfo, Transcript
 
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from app.core.diarize.encoder import SpeakerEncoder
 
 log = logging.getLogger(__name__)
-
-# Share of the progress bar per stage, roughly their share of the time on a CPU with tiny.en.
-_STAGE_WEIGHTS = {"decode": 0.03, "transcribe": 0.77, "diarize": 0.19, "merge": 0.01}
-_STAGE_OFFSETS = {"decode": 0.0, "transcribe": 0.03, "diarize": 0.80, "merge": 0.99}
 
 
 @dataclass(frozen=True)
@@ -60,6 +57,7 @@ class Engine:
         self._transcriber: Transcriber | None = None
         self._diarizers: dict[tuple[str, str, str], Diarizer] = {}
         self._speaker_encoder: SpeakerEncoder | None = None
+        self.stage_costs = StageCosts()  # what each stage costs here, for an even progress bar and an honest ETA
 
     def transcriber(self, options: TranscriptionOptions) -> Transcriber:
         if self._transcriber is None or not self._transcriber.matches(options):
@@ -86,10 +84,16 @@ class Engine:
         started = time.perf_counter()
         duration = 0.0
 
+        transcriber = self.transcriber(options.transcription)
+        diarizer_name = choose_backend(options.diarizer).backend if options.diarize else None
+        diarize_device = transcriber.device if options.diarizer.device == "auto" else options.diarizer.device
+        cost_key = (transcriber.model_ref.name, transcriber.device, diarizer_name, diarize_device)
+        offsets, shares = stage_layout(self.stage_costs.rates(*cost_key))
+
         def report(stage: str, fraction: float) -> None:
             if progress is not None:
-                overall = _STAGE_OFFSETS[stage] + _STAGE_WEIGHTS[stage] * min(1.0, max(0.0, fraction))
-                progress(Progress(stage, fraction, overall, duration))
+                overall = offsets[stage] + shares[stage] * min(1.0, max(0.0, fraction))
+                progress(Progress(stage, fraction, min(1.0, overall), duration))
 
         report("decode", 0.0)
         audio = decode_audio(source)
@@ -100,9 +104,7 @@ class Engine:
             cancel.raise_if_cancelled()
 
         mark = time.perf_counter()
-        transcription = self.transcriber(options.transcription).transcribe(
-            audio, progress=lambda f: report("transcribe", f), cancel=cancel
-        )
+        transcription = transcriber.transcribe(audio, progress=lambda f: report("transcribe", f), cancel=cancel)
         timings["transcribe"] = time.perf_counter() - mark
 
         diarization: DiarizationResult | None = None
@@ -119,6 +121,7 @@ class Engine:
             transcript = self.identify(transcript, audio, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
+        self.stage_costs.record(timings, duration, *cost_key)
         report("merge", 1.0)
         return replace(transcript, timings=timings)
 
