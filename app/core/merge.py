@@ -23,7 +23,10 @@ def speaker_for_span(start: float, end: float, turns: Sequence[Turn], turn_start
     if overlap:
         return max(overlap, key=lambda name: overlap[name])
     middle = (start + end) / 2
-    nearest = min(turns, key=lambda turn: min(abs(turn.start - middle), abs(turn.end - middle)))
+    # The nearest turn starts just before or after the word: look there, not through all of a long recording's
+    # turns (a three-hour meeting has thousands, and words in pauses are many).
+    around = turns[max(0, last - 64) : last + 64]
+    nearest = min(around, key=lambda turn: min(abs(turn.start - middle), abs(turn.end - middle)))
     return nearest.speaker
 
 
