@@ -15,7 +15,7 @@ STAGES = ("decode", "transcribe", "diarize", "merge")
 
 # Seconds per second of audio on a 2-core x86 CPU with tiny.en (README, "Long recordings" and "Speakers").
 _CPU_TINY_TRANSCRIBE = 0.07
-_CPU_DIARIZE = {"embedded": 0.05, "pyannote": 0.08}
+_CPU_DIARIZE = {"embedded": 0.03, "pyannote": 0.05}
 _DECODE = 0.003
 _MERGE = 0.002
 # A CUDA GPU runs both networks about this much faster than such a CPU (FACTS: large-v3 batched on an H100).
@@ -54,7 +54,7 @@ class StageCosts:
             / (_GPU_SPEEDUP if transcribe_device == "cuda" else 1.0),
             "diarize": 0.0
             if diarizer is None
-            else _CPU_DIARIZE.get(diarizer, 0.05) / (_GPU_SPEEDUP if diarize_device == "cuda" else 1.0),
+            else _CPU_DIARIZE.get(diarizer, 0.03) / (_GPU_SPEEDUP if diarize_device == "cuda" else 1.0),
             "merge": _MERGE,
         }
         keys = self._keys(model, transcribe_device, diarizer, diarize_device)

@@ -16,7 +16,7 @@ def test_first_job_uses_estimates_scaled_by_model_and_device() -> None:
     assert large_gpu["transcribe"] < large_cpu["transcribe"] / 10
     # On a CPU with tiny.en, finding speakers is a large share of the job, not the fixed 19 % it used to be.
     _, shares = stage_layout(tiny_cpu)
-    assert shares["diarize"] > 0.3
+    assert shares["diarize"] > 0.25
     assert costs.rates("tiny.en", "cpu", None, "cpu")["diarize"] == 0.0
 
 
