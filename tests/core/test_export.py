@@ -88,6 +88,7 @@ def test_json_round_trip_keeps_the_contract() -> None:
         "identification",  # known-speaker matching (None when it did not run); added within version 1
         "segments",
         "timings",
+        "warnings",  # what went wrong with the input without stopping the job (partial audio); within version 1
     }
     assert data["version"] == 1
     assert set(data["segments"][0]) == {"start", "end", "speaker", "text", "words"}
