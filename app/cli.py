@@ -479,7 +479,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
     try:
         store = JobStore(resolve_data_dir(args.data_dir))
-    except (OSError, sqlite3.Error) as error:
+    except (OSError, sqlite3.Error, RuntimeError) as error:  # unreadable, full, or from a newer Scriba
         print(
             f"scriba: error: the queue in {resolve_data_dir(args.data_dir)} cannot be opened: {error}", file=sys.stderr
         )

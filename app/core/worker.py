@@ -391,6 +391,9 @@ class QueueWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.current_job_id: int | None = None
+        # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
+        # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
+        self._unrecorded_job_id: int | None = None
 
     def wake(self) -> None:
         """Jobs were added: look at the queue now instead of at the next poll."""
@@ -434,6 +437,8 @@ class QueueWorker:
                     continue
                 announced_waiting = False
                 try:
+                    if self._unrecorded_job_id is not None:
+                        self._requeue_unrecorded()
                     if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
                         last_reclaim = time.monotonic()
                         self._reclaim()
@@ -463,6 +468,16 @@ class QueueWorker:
             self.engine.close()
             if until_empty or self._stop.is_set():
                 self._on_event(JobEvent("idle", None))
+
+    def _requeue_unrecorded(self) -> None:
+        job_id = self._unrecorded_job_id
+        assert job_id is not None
+        try:
+            self.store.requeue(job_id, "the queue's disk was full when this job ended; queued again")
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, f"job {job_id} is still to do") from error
+        self._unrecorded_job_id = None
+        self._on_event(JobEvent("requeued", job_id, message=f"job {job_id} is queued again"))
 
     def _reclaim(self) -> None:
         """Requeue jobs whose worker died (another `queue run`, a window killed): they run here next."""
@@ -592,10 +607,12 @@ class QueueWorker:
         try:
             write()
         except STORAGE_ERRORS as error:
+            self._unrecorded_job_id = job.id
             raise QueueStorageError(
                 self.store.directory,
                 error,
-                f"job {job.id} ({job.source.name}) is queued again when Scriba next starts",
+                f"job {job.id} ({job.source.name}) goes back to the queue once its disk has room again (at the "
+                "latest when Scriba next starts)",
             ) from error
         finally:
             self.current_job_id = None

@@ -245,3 +245,49 @@ def test_a_worker_reclaims_the_job_of_a_worker_that_died(tmp_path: Path, sample_
     kinds = [event.kind for event in events]
     assert "recovered" in kinds and kinds.index("recovered") < kinds.index("done")
     assert store.get(job.id).attempts == 2 and store.get(job.id).completions == 1
+
+
+def test_the_windows_worker_survives_a_full_disk_and_takes_the_job_back(tmp_path: Path, long_wav: Path) -> None:
+    """Issue 18: the queue's folder on a real 4 MB tmpfs fills up while a job runs. The long-running worker (the
+    window's) reports one error event, never raises, and once there is room again the job is not left "running"
+    under the live process: it is failed with the reason, or queued again and finished."""
+    from tests.damaged_media import can_mount, fill, small_disk
+
+    if not can_mount():
+        pytest.skip("mounting a tmpfs needs root (the CI machines are root)")
+    with small_disk(tmp_path / "disk") as disk:
+        store = JobStore(disk / "data")
+        job = store.add(long_wav, JobOptions(diarize=False, formats=("txt",)))
+        events: list[JobEvent] = []
+        worker = _worker(store, events)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                worker.run()
+            except BaseException as error:  # the test fails below if anything escapes
+                errors.append(error)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        _wait_for(lambda: any(e.kind == "progress" and e.stage == "transcribe" for e in events))
+        filler = fill(disk)
+        _wait_for(lambda: any(e.kind == "error" for e in events), timeout=400)
+        error = next(e for e in events if e.kind == "error")
+        assert "cannot be written" in (error.message or "") and thread.is_alive()
+        filler.unlink()
+        worker.wake()
+        _wait_for(
+            lambda: (
+                store.get(job.id).state is JobState.DONE
+                or (
+                    store.get(job.id).state is JobState.FAILED
+                    and "could not be saved" in (store.get(job.id).error or "")
+                )
+            ),
+            timeout=400,
+        )
+        worker.stop()
+        thread.join(30)
+        assert not errors and not thread.is_alive()
+        store.close()
