@@ -254,6 +254,18 @@ class JobStore(SqliteDatabase):
                 self.close()
             self.set_aside = move_aside(path)
             self._open(path, recover)
+            self._continue_ids_after_stored_transcripts()
+
+    def _continue_ids_after_stored_transcripts(self) -> None:
+        """A new queue numbers its jobs after the transcripts the old one left (``transcripts/<id>.json``): a new
+        job 1 must not overwrite the old job 1's transcript."""
+        highest = max(
+            (int(path.stem) for path in self.transcripts_dir.glob("*.json") if path.stem.isdigit()), default=0
+        )
+        if highest:
+            with self._transaction() as db:
+                db.execute("DELETE FROM sqlite_sequence WHERE name = 'jobs'")
+                db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,))
 
     def _open(self, path: Path, recover: bool) -> None:
         super().__init__(path, _SCHEMA, SCHEMA_VERSION, "queue", _UPGRADES, check=True)

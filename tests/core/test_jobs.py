@@ -395,8 +395,9 @@ def test_a_corrupt_queue_is_set_aside_and_a_new_one_starts(tmp_path: Path, how: 
     assert store.set_aside.name.startswith("queue.sqlite3.corrupt-")
     assert store.set_aside.read_bytes() == damaged  # kept as it was, never deleted
     assert store.jobs() == []
-    assert store.add(tmp_path / "new.wav", JobOptions()).id == 1
-    assert (tmp_path / "transcripts" / "7.json").exists()  # transcripts are not touched
+    # New ids continue after the old transcripts: the old job 7's transcript is never overwritten by a new job 7.
+    assert store.add(tmp_path / "new.wav", JobOptions()).id == 8
+    assert (tmp_path / "transcripts" / "7.json").read_text() == "{}"
     assert JobStore(tmp_path).set_aside is None  # said once: the next opening finds the new queue fine
 
 
