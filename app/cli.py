@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -243,7 +244,6 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from app.core.cancel import CancelToken
     from app.core.diarize import DiarizerOptions, SpeakerHints
     from app.core.errors import ScribaError
-    from app.core.export import export
     from app.core.pipeline import Engine, PipelineOptions
     from app.core.secrets import huggingface_token
     from app.core.transcribe import TranscriptionOptions, resolve_device
@@ -282,6 +282,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     cancel = CancelToken()
     failures = 0
     used_stems: dict[str, Path] = {}
+    record = _export_record(args.data_dir)
     for source in args.inputs:
         stem = source.stem
         if stem in used_stems:
@@ -295,7 +296,6 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         bar = ProgressBar(source.name, sys.stderr, not args.quiet)
         try:
             transcript = engine.run(source, options, progress=bar.update, cancel=cancel)
-            written = export(transcript, args.output_dir, stem, args.formats)
         except KeyboardInterrupt:
             cancel.cancel()
             bar.finish(f"cancelled: {source}")
@@ -309,6 +309,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             log.debug("unexpected failure", exc_info=True)
             bar.finish(f"error: {source}: {type(error).__name__}: {error}")
             continue
+        written, problems = _save_transcript(transcript, args, stem, record)
         speed = transcript.duration / max(transcript.timings.get("total", 0.0), 1e-9)
         who = ""
         if transcript.diarization is not None:
@@ -318,9 +319,64 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             f"[{transcript.duration:.1f} s audio, {speed:.1f}x real time, {transcript.model} on "
             f"{transcript.device}/{transcript.compute_type}{who}]"
         )
+        for warning in transcript.warnings:
+            print(f"warning: {source}: {warning}", file=sys.stderr)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if any(problem.startswith("error:") for problem in problems):
+            failures += 1
     if failures:
         print(f"{failures} of {len(args.inputs)} file(s) failed", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _export_record(data_dir: Path | None) -> Any:
+    """The queue database, which remembers the files Scriba wrote (so that an edited one is never replaced);
+    None when it cannot be opened: then no existing file is replaced."""
+    from app.core.jobs import JobStore
+
+    try:
+        store = JobStore(resolve_data_dir(data_dir), recover=False)
+    except Exception as error:
+        log.info("export record not available: %s", error)
+        return None
+    if store.set_aside is not None:
+        print(f"note: {_set_aside_text(store.set_aside)}", file=sys.stderr)
+    return store
+
+
+def _save_transcript(transcript: Any, args: argparse.Namespace, stem: str, record: Any) -> tuple[list[Path], list[str]]:
+    """Export every format to -o; a format that cannot be written there goes to the data folder instead, so a
+    finished transcript is never thrown away. Returns the files written and the lines to tell the user."""
+    from app.core.export import describe_write_error, export_each, unchanged_since_written
+
+    may_replace = unchanged_since_written(record)
+    result = export_each(transcript, args.output_dir, stem, args.formats, may_replace=may_replace, record=record)
+    written = list(result.written)
+    problems: list[str] = []
+    if result.renamed:
+        problems.append(
+            f"note: {result.requested_stem}.* in {args.output_dir} were not written by Scriba as they are now "
+            f"(edited by hand?): kept them, wrote {result.stem}.* instead"
+        )
+    if result.failures:
+        reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
+        fallback = resolve_data_dir(args.data_dir) / "unsaved-exports"
+        kept = export_each(transcript, fallback, stem, tuple(result.failures), may_replace=may_replace, record=record)
+        written += kept.written
+        if kept.written:
+            where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
+        else:
+            where = f"; it could not be kept in {fallback} either ({kept.summary()})"
+        problems.append(f"error: could not write to {args.output_dir} ({reasons}){where}")
+    return written, problems
+
+
+def _set_aside_text(path: Path) -> str:
+    return (
+        f"the queue database could not be read (damaged); it was moved to {path} (kept, not deleted) and a new, "
+        "empty queue was started. Transcripts already made are still in the transcripts folder beside it."
+    )
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -421,7 +477,15 @@ def _format_seconds(seconds: float | None) -> str:
 def cmd_queue(args: argparse.Namespace) -> int:
     from app.core.jobs import JobNotFoundError, JobStateError, JobStore, media_files
 
-    store = JobStore(resolve_data_dir(args.data_dir))
+    try:
+        store = JobStore(resolve_data_dir(args.data_dir))
+    except (OSError, sqlite3.Error, RuntimeError) as error:  # unreadable, full, or from a newer Scriba
+        print(
+            f"scriba: error: the queue in {resolve_data_dir(args.data_dir)} cannot be opened: {error}", file=sys.stderr
+        )
+        return 1
+    if store.set_aside is not None:
+        print(f"note: {_set_aside_text(store.set_aside)}", file=sys.stderr)
     for job_id in store.recovered:
         print(f"note: job {job_id} was interrupted (its process stopped) and is queued again", file=sys.stderr)
     try:
@@ -437,6 +501,10 @@ def cmd_queue(args: argparse.Namespace) -> int:
             print(f"job {job.id} ({job.source.name}): {what}")
             return 0
         if args.queue_command == "retry":
+            if args.job_id in store.recovered:  # a stuck job, just taken back when the queue was opened
+                job = store.get(args.job_id)
+                print(f"job {job.id} ({job.source.name}): queued again")
+                return 0
             job = store.retry(args.job_id)
             print(f"job {job.id} ({job.source.name}): queued again")
             return 0
@@ -448,13 +516,22 @@ def cmd_queue(args: argparse.Namespace) -> int:
             store.move(args.job_id, args.offset)
             return 0
         if args.queue_command == "export":
-            from app.core.export import export
+            from app.core.export import export_each, unchanged_since_written
 
             job = store.get(args.job_id)
-            written = export(store.load_transcript(job.id), args.output_dir, job.source.stem, args.formats)
-            for path in written:
+            result = export_each(
+                store.load_transcript(job.id),
+                args.output_dir,
+                job.source.stem,
+                args.formats,
+                may_replace=unchanged_since_written(store),
+                record=store,
+            )
+            for path in result.written:
                 print(path)
-            return 0
+            if result.renamed or result.failures:
+                print(f"{'scriba: error' if result.failures else 'note'}: {result.summary()}", file=sys.stderr)
+            return 1 if result.failures else 0
     except (JobNotFoundError, JobStateError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return 1
@@ -515,10 +592,12 @@ def _queue_list(store: Any, as_json: bool) -> int:
     print(f"{'id':>4}  {'state':9} {'progress':>8} {'length':>8} {'speed':>7}  file")
     for job in jobs:
         speed = f"{job.speed:.1f}x" if job.speed else "-"
+        state = "partial" if job.partial else job.state.value  # done, but part of the recording is missing
         print(
-            f"{job.id:>4}  {job.state.value:9} {job.progress:>8.0%} {_format_seconds(job.duration):>8} {speed:>7}  "
-            f"{job.source}"
+            f"{job.id:>4}  {state:9} {job.progress:>8.0%} {_format_seconds(job.duration):>8} {speed:>7}  {job.source}"
         )
+        for warning in job.warnings:
+            print(f"      warning: {warning}")
         if job.error:
             print(f"      error: {job.error}")
         elif job.note:
@@ -536,8 +615,12 @@ def _queue_run(store: Any, until_empty: bool) -> int:
 
     def on_event(event: JobEvent) -> None:
         nonlocal failures
-        if event.kind == "waiting":
+        if event.kind in ("waiting", "recovered"):
             print(f"note: {event.message}", file=sys.stderr)
+        if event.kind == "error":  # the queue's disk refused a write: one line, no traceback
+            failures += 1
+            print(f"scriba: error: {event.message}", file=sys.stderr)
+            return
         if event.job_id is None or event.source is None:
             return
         bar = bars.setdefault(event.job_id, ProgressBar(f"[{event.job_id}] {event.source.name}", sys.stderr, True))

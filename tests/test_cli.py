@@ -119,3 +119,138 @@ def test_file_arguments_open_the_window_with_those_files(tmp_path: Path) -> None
     assert split_open_files(["queue", "add", str(media)]) == (["queue", "add", str(media)], [])
     # A mistyped command is left to argparse, which names the valid ones.
     assert split_open_files(["transcrbe", str(media)]) == (["transcrbe", str(media)], [])
+
+
+# ----------------------------------------------------------------------------------------- issue 18
+
+
+def test_transcribe_says_when_a_file_was_only_partly_decoded(tmp_path: Path, sample_dir: Path) -> None:
+    from tests.damaged_media import flac_with_a_damaged_tail, truncated_flac
+
+    truncated = truncated_flac(sample_dir / "sample.wav", tmp_path / "cut.flac")
+    overwritten = flac_with_a_damaged_tail(sample_dir / "sample.wav", tmp_path / "bad tail.flac")
+    out = tmp_path / "out"
+    result = scriba("transcribe", str(truncated), str(overwritten), "--no-diarize", "-f", "json", "-o", str(out))
+    assert result.returncode == 0, result.stderr  # transcribed, with what could be decoded
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"warning: {truncated}: partial: decoding stopped at 31.0 s of 91.0 s")
+    # FFmpeg skips the noise without an error: only the length the container claims shows the loss.
+    assert warnings[1].startswith(f"warning: {overwritten}: partial: only 31.2 s of 91.0 s could be decoded")
+    saved = json.loads((out / "cut.json").read_text())
+    assert saved["warnings"] and saved["warnings"][0].startswith("partial: decoding stopped at 31.0 s of 91.0 s")
+    assert saved["duration"] < 32
+
+
+@pytest.mark.parametrize("where", ["under a file", "read-only file system"])
+def test_an_unwritable_output_folder_keeps_the_transcript(tmp_path: Path, espeak: str, where: str) -> None:
+    """Issue 18: `-o` to a folder that cannot be written threw the finished transcript away."""
+    from tests.damaged_media import can_mount, small_disk
+
+    audio = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    data = tmp_path / "data"
+    if where == "under a file":
+        (tmp_path / "report.txt").write_text("a file, not a folder")
+        target = tmp_path / "report.txt" / "out"
+        run = scriba(
+            "--data-dir", str(data), "transcribe", str(audio), "--no-diarize", "-f", "txt,srt", "-o", str(target)
+        )
+    else:
+        if not can_mount():
+            pytest.skip("mounting a read-only tmpfs needs root (the CI machines are root)")
+        with small_disk(tmp_path / "readonly", read_only=True) as target:
+            run = scriba(
+                "--data-dir", str(data), "transcribe", str(audio), "--no-diarize", "-f", "txt,srt", "-o", str(target)
+            )
+    assert run.returncode == 1
+    (line,) = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert f"could not write to {target}" in line and "the transcript was kept in" in line
+    kept = sorted((data / "unsaved-exports").iterdir())
+    assert [path.name for path in kept] == ["memo.srt", "memo.txt"]
+    assert all(str(path) in line for path in kept)
+    assert "milk" in (data / "unsaved-exports" / "memo.txt").read_text().lower()
+    assert "Traceback" not in run.stderr
+
+
+def test_transcribe_never_overwrites_a_file_edited_by_hand(tmp_path: Path, espeak: str) -> None:
+    audio = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    out = tmp_path / "out"
+    args = ("transcribe", str(audio), "--no-diarize", "-f", "txt,srt", "-o", str(out))
+    assert scriba(*args).returncode == 0
+    again = scriba(*args)  # Scriba's own files, unchanged: replaced, as before
+    assert again.returncode == 0 and "note:" not in again.stderr
+    assert sorted(path.name for path in out.iterdir()) == ["memo.srt", "memo.txt"]
+
+    (out / "memo.txt").write_text("Remember to buy oat milk. (corrected)\n")
+    third = scriba(*args)
+    assert third.returncode == 0, third.stderr
+    assert (out / "memo.txt").read_text() == "Remember to buy oat milk. (corrected)\n"
+    assert sorted(path.name for path in out.iterdir()) == ["memo-2.srt", "memo-2.txt", "memo.srt", "memo.txt"]
+    assert "were not written by Scriba as they are now (edited by hand?): kept them, wrote memo-2.* instead" in (
+        third.stderr
+    )
+
+
+class ConnectionCounter:
+    """A loopback port that accepts and at once closes every connection, counting them: where the Hugging Face
+    hub would be (HF_ENDPOINT), for a machine that is offline. A retry loop would show as connections."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.connections = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            client.close()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.mark.parametrize("pipeline", ["not downloaded", "in the cache"])
+def test_offline_with_a_token_no_job_waits_for_the_hub(tmp_path: Path, espeak: str, pipeline: str) -> None:
+    """Issue 18: offline, with a Hugging Face token set, each job lost 45-50 s to download retries. pyannote is
+    now loaded only from Scriba's cache (or the built-in diarizer is used): the hub is never contacted."""
+    from app.core.diarize.pyannote_models import pipeline_dir
+    from tests.pyannote_standin import build_pipeline
+
+    if pipeline == "in the cache":
+        build_pipeline(pipeline_dir())
+    audio = synth.write_wav(
+        tmp_path / "call.wav", synth.conversation([(0, "Hello, who is speaking?"), (1, "It is me, your neighbour.")])[0]
+    )
+    hub = ConnectionCounter()
+    closed = ConnectionCounter()  # a port nobody listens on any more: connection refused, as offline
+    closed.close()
+    try:
+        for endpoint in (f"http://127.0.0.1:{hub.port}", f"http://127.0.0.1:{closed.port}"):
+            environment = {key: value for key, value in os.environ.items() if key != "HF_HUB_OFFLINE"}
+            environment |= {
+                "SCRIBA_HF_TOKEN": "hf_offlineTestTokenThatIsNeverSent",
+                "HF_ENDPOINT": endpoint,
+                "PYTHONPATH": str(Path(__file__).parents[1]),
+            }
+            result = subprocess.run(
+                [sys.executable, "-m", "app", "-v", "transcribe", str(audio), "-f", "json", "-o", str(tmp_path)],
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=600,
+            )
+            assert result.returncode == 0, result.stderr
+            backend = json.loads((tmp_path / "call.json").read_text())["diarization"]["backend"]
+            assert backend == ("pyannote" if pipeline == "in the cache" else "embedded")
+            assert "Retrying" not in result.stderr and "hf_offlineTestToken" not in result.stderr
+        assert hub.connections == 0
+    finally:
+        hub.close()

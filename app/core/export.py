@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from app.core.transcript import Segment, Transcript
 
@@ -150,12 +154,145 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def export(transcript: Transcript, directory: Path, stem: str, formats: tuple[str, ...] | list[str]) -> list[Path]:
-    """Write ``directory/stem.fmt`` for every format; every file is rendered before any is written."""
-    rendered = {fmt: render(transcript, fmt) for fmt in formats}
-    paths = []
-    for fmt, text in rendered.items():
-        target = directory / f"{stem}.{fmt}"
-        write_atomic(target, text)
-        paths.append(target)
-    return paths
+def sha256_text(text: str) -> str:
+    """The hash of what :func:`write_atomic` writes for ``text`` (UTF-8, "\\n" line ends)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_sha256(path: Path) -> str | None:
+    """The hash of a file's bytes; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+class ExportRecord(Protocol):
+    """Where Scriba remembers what it wrote (the queue database): a file is only replaced when it still holds
+    exactly what Scriba put there; a file edited by hand (or not Scriba's at all) is never overwritten."""
+
+    def exported_sha256(self, path: Path) -> str | None: ...
+
+    def record_export(self, path: Path, sha256: str) -> None: ...
+
+
+def unchanged_since_written(record: ExportRecord | None) -> Callable[[Path], bool]:
+    """A ``may_replace`` test: the file is one Scriba wrote and nobody changed since (no record: nothing is)."""
+
+    def may_replace(path: Path) -> bool:
+        if record is None:
+            return False
+        try:
+            recorded = record.exported_sha256(path)
+        except Exception:  # an unreadable record must cost a new file name, never a user's file
+            return False
+        return recorded is not None and recorded == file_sha256(path)
+
+    return may_replace
+
+
+def unique_stem(directory: Path, stem: str, formats: Iterable[str], may_replace: Callable[[Path], bool]) -> str:
+    """``stem``, or ``stem-2``, ``stem-3`` …: the first whose files (one per format) either do not exist or may
+    be replaced. One name for all formats, so a transcript's txt, srt … stay together."""
+    formats = tuple(formats)
+    candidate, number = stem, 2
+    while any(
+        (directory / f"{candidate}.{fmt}").exists() and not may_replace(directory / f"{candidate}.{fmt}")
+        for fmt in formats
+    ):
+        candidate, number = f"{stem}-{number}", number + 1
+    return candidate
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    directory: Path
+    stem: str  # the name used
+    requested_stem: str  # the name asked for; differs when a file there was kept (edited by hand, not ours)
+    written: tuple[Path, ...]
+    failures: dict[str, BaseException]  # format -> why it was not written
+
+    @property
+    def renamed(self) -> bool:
+        return self.stem != self.requested_stem
+
+    def summary(self) -> str:
+        """One line for the user: what was written where, what was kept, what failed and why."""
+        parts = []
+        if self.written:
+            parts.append(f"exported {', '.join(path.name for path in self.written)} to {self.directory}")
+        if self.renamed:
+            parts.append(
+                f"{self.requested_stem}.* there already exist and were not written by Scriba as they are now "
+                f"(edited by hand?): kept them, wrote {self.stem}.* instead"
+            )
+        for fmt, error in self.failures.items():
+            parts.append(f"{fmt} not written ({describe_write_error(error)})")
+        return "; ".join(parts)
+
+
+def describe_write_error(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+
+
+def export_each(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: Iterable[str],
+    *,
+    may_replace: Callable[[Path], bool] | None = None,
+    record: ExportRecord | None = None,
+) -> ExportResult:
+    """Write ``directory/stem.fmt`` for every format, each on its own: one that fails (a renderer's bug, a full
+    disk, a file too large) costs that format only, and says why.
+
+    ``may_replace``: which existing files may be overwritten (None: any, the old behaviour); when one may not,
+    every format goes to the next free ``stem-N``. ``record``: told the hash of every file written."""
+    formats = tuple(dict.fromkeys(formats))
+    failures: dict[str, BaseException] = {}
+    written: list[Path] = []
+    chosen = stem
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if may_replace is not None:
+            chosen = unique_stem(directory, stem, formats, may_replace)
+    except OSError as error:
+        return ExportResult(directory, stem, stem, (), dict.fromkeys(formats, error))
+    for fmt in formats:
+        target = directory / f"{chosen}.{fmt}"
+        try:
+            text = render(transcript, fmt)
+            write_atomic(target, text)
+        except Exception as error:  # independent formats: the others are still written
+            failures[fmt] = error
+            continue
+        written.append(target)
+        if record is not None:
+            with contextlib.suppress(Exception):  # the file is written; forgetting it only costs a new name later
+                record.record_export(target, sha256_text(text))
+    return ExportResult(directory, chosen, stem, tuple(written), failures)
+
+
+def export(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: tuple[str, ...] | list[str],
+    *,
+    may_replace: Callable[[Path], bool] | None = None,
+    record: ExportRecord | None = None,
+) -> list[Path]:
+    """:func:`export_each` for callers that want an error: raises the first format's failure (after every
+    other format was still written)."""
+    result = export_each(transcript, directory, stem, formats, may_replace=may_replace, record=record)
+    for error in result.failures.values():
+        raise error
+    return list(result.written)

@@ -3,7 +3,12 @@
 Every process that works on the queue (the window, `scriba queue run`, a second terminal running
 `scriba queue list`) opens the same database. A job is claimed inside one ``BEGIN IMMEDIATE`` transaction,
 so two workers never run the same job. A job left "running" by a process that no longer exists (a crash,
-``kill -9``, a power cut) goes back to "queued" the next time any process opens the queue.
+``kill -9``, a power cut) goes back to "queued" the next time any process opens the queue, and a running worker
+looks for such jobs every few seconds. The owner is recorded as pid *and* start time: after a reboot or a
+container restart the pid is soon another process's, which must not keep the job "running" forever.
+
+A queue file that SQLite cannot read (damaged by a disk fault or a half-copied backup) is renamed aside with a
+timestamp, never deleted, and a fresh queue starts; :attr:`JobStore.set_aside` says where the old one went.
 
 A finished transcript is written to ``transcripts/<id>.json`` (temporary name, fsync, rename) *before*
 the job is marked done: after a crash the job is either done with a complete transcript, or still to do.
@@ -11,6 +16,7 @@ the job is marked done: after a crash the job is either done with a complete tra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -24,10 +30,11 @@ from typing import Any
 
 from app.core.audio import MEDIA_EXTENSIONS
 from app.core.export import FORMATS, write_atomic
-from app.core.sqlite_db import SqliteDatabase, pid_alive
-from app.core.transcript import Transcript
+from app.core.sqlite_db import SqliteDatabase, is_corruption, move_aside, owner_alive, pid_alive, process_started_at
+from app.core.transcript import PARTIAL_PREFIX, Transcript
 
-SCHEMA_VERSION = 1
+# 2: worker_started_at (pid reuse), warnings (partial audio), exports (which files Scriba wrote).
+SCHEMA_VERSION = 2
 DATABASE_NAME = "queue.sqlite3"
 
 # A worker on another machine (a data directory on a network share) cannot be checked by pid; its job is
@@ -103,6 +110,19 @@ class Job:
     worker: str | None = None
     transcript_path: Path | None = None
     exported: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)  # the transcript's (partial audio …)
+
+    @property
+    def partial(self) -> bool:
+        """Done, but the transcript misses part of the recording (a file damaged part-way)."""
+        return any(warning.startswith(PARTIAL_PREFIX) for warning in self.warnings)
+
+    @property
+    def status(self) -> str:
+        """The state as the queue shows it: "done — partial: decoding stopped at 30.9 s of 91.0 s …"."""
+        if self.state is JobState.DONE and self.partial:
+            return f"done — {next(w for w in self.warnings if w.startswith(PARTIAL_PREFIX))}"
+        return self.state.value
 
     def to_dict(self) -> dict[str, Any]:
         """The shape of ``scriba queue list --json``."""
@@ -121,6 +141,9 @@ class Job:
             "completions": self.completions,
             "transcript": str(self.transcript_path) if self.transcript_path else None,
             "exported": list(self.exported),
+            "warnings": list(self.warnings),
+            "partial": self.partial,
+            "status": self.status,
             "options": self.options.to_dict(),
         }
 
@@ -137,7 +160,7 @@ class JobStateError(RuntimeError):
 
 _COLUMNS = (
     "id, source, options, state, position, progress, stage, duration, speed, eta, error, note, created_at, "
-    "started_at, finished_at, attempts, completions, cancel_requested, worker, exported"
+    "started_at, finished_at, attempts, completions, cancel_requested, worker, exported, warnings"
 )
 
 _SCHEMA = """
@@ -164,11 +187,31 @@ CREATE TABLE IF NOT EXISTS jobs (
     worker TEXT,
     worker_host TEXT,
     worker_pid INTEGER,
-    exported TEXT NOT NULL DEFAULT '[]'
+    worker_started_at REAL,
+    exported TEXT NOT NULL DEFAULT '[]',
+    warnings TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS jobs_state_position ON jobs (state, position);
 CREATE INDEX IF NOT EXISTS jobs_source ON jobs (source);
+CREATE TABLE IF NOT EXISTS exports (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    written_at REAL NOT NULL
+);
 """
+
+# Rows of a schema-1 file keep worker_started_at NULL: their owner is then judged by pid alone.
+_UPGRADES = {
+    2: "ALTER TABLE jobs ADD COLUMN worker_started_at REAL; "
+    "ALTER TABLE jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]'",
+}
+
+INTERRUPTED_NOTE = "interrupted (the program running it stopped); queued again"
+
+
+def _own_identity() -> tuple[str, int, float | None]:
+    """(host, pid, start time) of this process, as recorded with a job it claims."""
+    return socket.gethostname(), os.getpid(), process_started_at()
 
 
 def media_files(paths: Iterable[Path]) -> list[Path]:
@@ -197,7 +240,35 @@ class JobStore(SqliteDatabase):
         self.transcripts_dir = self.directory / "transcripts"
         self.transcripts_dir.mkdir(exist_ok=True)
         self._seen_data_version: int | None = None
-        super().__init__(self.directory / DATABASE_NAME, _SCHEMA, SCHEMA_VERSION, "queue")
+        # Where an unreadable queue file was moved (None: the queue opened normally). Whoever opened it says so.
+        self.set_aside: Path | None = None
+        path = self.directory / DATABASE_NAME
+        try:
+            self._open(path, recover)
+        except sqlite3.DatabaseError as error:
+            if not is_corruption(error):
+                raise
+            # The file is damaged: every command and the window would fail on it forever. Keep it (the user
+            # or a bug report may want it), start an empty queue; the transcripts folder is untouched.
+            with contextlib.suppress(Exception):
+                self.close()
+            self.set_aside = move_aside(path)
+            self._open(path, recover)
+            self._continue_ids_after_stored_transcripts()
+
+    def _continue_ids_after_stored_transcripts(self) -> None:
+        """A new queue numbers its jobs after the transcripts the old one left (``transcripts/<id>.json``): a new
+        job 1 must not overwrite the old job 1's transcript."""
+        highest = max(
+            (int(path.stem) for path in self.transcripts_dir.glob("*.json") if path.stem.isdigit()), default=0
+        )
+        if highest:
+            with self._transaction() as db:
+                db.execute("DELETE FROM sqlite_sequence WHERE name = 'jobs'")
+                db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (highest,))
+
+    def _open(self, path: Path, recover: bool) -> None:
+        super().__init__(path, _SCHEMA, SCHEMA_VERSION, "queue", _UPGRADES, check=True)
         self.recovered: list[int] = self.recover_interrupted() if recover else []
 
     # ----------------------------------------------------------------------------------------- reading
@@ -227,6 +298,7 @@ class JobStore(SqliteDatabase):
             worker=row["worker"],
             transcript_path=transcript if state is JobState.DONE else None,
             exported=tuple(json.loads(row["exported"])),
+            warnings=tuple(json.loads(row["warnings"] or "[]")),
         )
 
     def jobs(self) -> list[Job]:
@@ -312,7 +384,8 @@ class JobStore(SqliteDatabase):
             (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
             cursor = db.execute(
                 "INSERT INTO jobs (source, options, state, position, duration, created_at, started_at, heartbeat_at, "
-                "attempts, worker, worker_host, worker_pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                "attempts, worker, worker_host, worker_pid, worker_started_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
                 (
                     str(Path(source).absolute()),
                     json.dumps(options.to_dict()),
@@ -323,8 +396,7 @@ class JobStore(SqliteDatabase):
                     now,
                     now,
                     f"{socket.gethostname()}:{os.getpid()}",
-                    socket.gethostname(),
-                    os.getpid(),
+                    *_own_identity(),
                 ),
             )
             assert cursor.lastrowid is not None
@@ -357,9 +429,10 @@ class JobStore(SqliteDatabase):
                 return None
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 0, stage = '', speed = NULL, eta = NULL, error = NULL, "
-                "note = NULL, started_at = ?, finished_at = NULL, heartbeat_at = ?, attempts = attempts + 1, "
-                "cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ? WHERE id = ?",
-                (JobState.RUNNING.value, now, now, worker, socket.gethostname(), os.getpid(), row["id"]),
+                "note = NULL, warnings = '[]', started_at = ?, finished_at = NULL, heartbeat_at = ?, "
+                "attempts = attempts + 1, cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ?, "
+                "worker_started_at = ? WHERE id = ?",
+                (JobState.RUNNING.value, now, now, worker, *_own_identity(), row["id"]),
             )
         return self.get(row["id"])
 
@@ -369,15 +442,15 @@ class JobStore(SqliteDatabase):
         with self._transaction() as db:
             cursor = db.execute(
                 "UPDATE jobs SET state = ?, progress = 0, stage = '', speed = NULL, eta = NULL, error = NULL, "
-                "note = NULL, started_at = ?, finished_at = NULL, heartbeat_at = ?, attempts = attempts + 1, "
-                "cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ? WHERE id = ? AND state = ?",
+                "note = NULL, warnings = '[]', started_at = ?, finished_at = NULL, heartbeat_at = ?, "
+                "attempts = attempts + 1, cancel_requested = 0, worker = ?, worker_host = ?, worker_pid = ?, "
+                "worker_started_at = ? WHERE id = ? AND state = ?",
                 (
                     JobState.RUNNING.value,
                     now,
                     now,
                     worker,
-                    socket.gethostname(),
-                    os.getpid(),
+                    *_own_identity(),
                     job_id,
                     JobState.QUEUED.value,
                 ),
@@ -406,15 +479,32 @@ class JobStore(SqliteDatabase):
                 (progress, stage, duration, speed, eta, time.time(), job_id, JobState.RUNNING.value),
             )
 
+    def heartbeat(self, job_id: int) -> None:
+        """The worker is still on this job (a long step without progress): what a worker on another machine,
+        and a row written before start times were recorded, are judged by."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE jobs SET heartbeat_at = ? WHERE id = ? AND state = ?",
+                (time.time(), job_id, JobState.RUNNING.value),
+            )
+
     def finish(self, job_id: int, transcript: Transcript, speed: float | None = None) -> Job:
         """Store the transcript (complete file first), then mark the job done: exactly once per job."""
         write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
         with self._transaction() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 1, stage = '', duration = ?, speed = ?, eta = 0, "
-                "error = NULL, finished_at = ?, completions = completions + 1, worker = NULL, worker_pid = NULL "
-                "WHERE id = ? AND state = ?",
-                (JobState.DONE.value, transcript.duration, speed, time.time(), job_id, JobState.RUNNING.value),
+                "error = NULL, warnings = ?, finished_at = ?, completions = completions + 1, worker = NULL, "
+                "worker_pid = NULL WHERE id = ? AND state = ?",
+                (
+                    JobState.DONE.value,
+                    transcript.duration,
+                    speed,
+                    json.dumps(list(transcript.warnings)),
+                    time.time(),
+                    job_id,
+                    JobState.RUNNING.value,
+                ),
             )
         return self.get(job_id)
 
@@ -465,8 +555,10 @@ class JobStore(SqliteDatabase):
         return JobState(row["state"])
 
     def cancel(self, job_id: int) -> Job:
-        """Queued: cancelled at once. Running: flagged; the worker stops it within a fraction of a second."""
+        """Queued: cancelled at once. Running: flagged; the worker stops it within a fraction of a second.
+        Running in a process that is gone (killed, a reboot): cancelled at once, nobody else would."""
         with self._transaction() as db:
+            self._recover_in(db, job_id)
             state = self._state_in(db, job_id)
             if state is JobState.QUEUED:
                 db.execute(
@@ -480,8 +572,11 @@ class JobStore(SqliteDatabase):
         return self.get(job_id)
 
     def retry(self, job_id: int) -> Job:
-        """Failed, cancelled or done: queue it again (at the end of the queue)."""
+        """Failed, cancelled or done: queue it again (at the end of the queue). "Running" in a process that is
+        gone: queued again (where it is)."""
         with self._transaction() as db:
+            if self._recover_in(db, job_id):
+                return self.get(job_id)
             state = self._state_in(db, job_id)
             if state not in FINISHED_STATES:
                 raise JobStateError(f"job {job_id} is {state.value}; only a finished job can be retried")
@@ -496,6 +591,7 @@ class JobStore(SqliteDatabase):
     def remove(self, job_id: int) -> None:
         """Forget a job that is not running (cancel it first), and its stored transcript."""
         with self._transaction() as db:
+            self._recover_in(db, job_id)
             if self._state_in(db, job_id) is JobState.RUNNING:
                 raise JobStateError(f"job {job_id} is running; cancel it before removing it")
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
@@ -517,29 +613,57 @@ class JobStore(SqliteDatabase):
         write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
 
     def recover_interrupted(self) -> list[int]:
-        """Put back jobs whose worker is gone (crash, kill, power cut). Returns their ids."""
+        """Put back jobs whose worker is gone (crash, kill, power cut, reboot). Returns their ids.
+
+        Run when a process opens the queue and, by a running worker, every few seconds: a second worker must
+        not wait for a restart to take over the job of one that died."""
+        with self._transaction() as db:
+            return self._recover_in(db)
+
+    def _recover_in(self, db: sqlite3.Connection, job_id: int | None = None) -> list[int]:
+        """Inside a transaction: requeue running jobs (all, or ``job_id``) whose owner is gone."""
         host = socket.gethostname()
         now = time.time()
+        query = "SELECT id, worker_host, worker_pid, worker_started_at, heartbeat_at FROM jobs WHERE state = ?"
+        parameters: tuple[object, ...] = (JobState.RUNNING.value,)
+        if job_id is not None:
+            query += " AND id = ?"
+            parameters += (job_id,)
         recovered = []
-        with self._transaction() as db:
-            rows = db.execute(
-                "SELECT id, worker_host, worker_pid, heartbeat_at FROM jobs WHERE state = ?",
-                (JobState.RUNNING.value,),
-            ).fetchall()
-            for row in rows:
-                if row["worker_host"] == host and row["worker_pid"] is not None:
-                    gone = not pid_alive(row["worker_pid"])
+        for row in db.execute(query, parameters).fetchall():
+            stale = now - (row["heartbeat_at"] or 0) > STALE_AFTER_SECONDS
+            if row["worker_host"] == host and row["worker_pid"] is not None:
+                if row["worker_started_at"] is not None:
+                    gone = not owner_alive(row["worker_pid"], row["worker_started_at"])
                 else:
-                    gone = now - (row["heartbeat_at"] or 0) > STALE_AFTER_SECONDS
-                if gone:
-                    db.execute(
-                        "UPDATE jobs SET state = ?, progress = 0, stage = '', eta = NULL, worker = NULL, "
-                        "worker_pid = NULL, cancel_requested = 0, note = ? WHERE id = ?",
-                        (
-                            JobState.QUEUED.value,
-                            "interrupted (the program running it stopped); queued again",
-                            row["id"],
-                        ),
-                    )
-                    recovered.append(row["id"])
+                    # Written by a Scriba that did not record start times: a live pid may be a reused one, so a
+                    # job that has not reported for minutes counts as abandoned too.
+                    gone = not pid_alive(row["worker_pid"]) or stale
+            else:
+                gone = stale
+            if gone:
+                db.execute(
+                    "UPDATE jobs SET state = ?, progress = 0, stage = '', eta = NULL, worker = NULL, "
+                    "worker_pid = NULL, worker_started_at = NULL, cancel_requested = 0, note = ? WHERE id = ?",
+                    (JobState.QUEUED.value, INTERRUPTED_NOTE, row["id"]),
+                )
+                recovered.append(row["id"])
         return recovered
+
+    # ----------------------------------------------------------------------------------------- exports
+
+    def record_export(self, path: Path, sha256: str) -> None:
+        """Scriba wrote ``path`` with this content: it may replace it later (unless someone edits it)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO exports (path, sha256, written_at) VALUES (?, ?, ?)",
+                (str(Path(path).absolute()), sha256, time.time()),
+            )
+
+    def exported_sha256(self, path: Path) -> str | None:
+        """The content hash Scriba recorded when it last wrote ``path``; None if it never did."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sha256 FROM exports WHERE path = ?", (str(Path(path).absolute()),)
+            ).fetchone()
+        return None if row is None else str(row[0])

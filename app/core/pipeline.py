@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.core.audio import Audio, decode_audio
+from app.core.audio import Audio, decode_audio, probe_duration
 from app.core.cancel import CancelToken
 from app.core.diarize import DiarizerChoice, DiarizerOptions, choose_backend
 from app.core.diarize.base import DiarizationResult, Diarizer, Turn
@@ -21,7 +21,7 @@ from app.core.errors import CancelledError, DiarizationError
 from app.core.merge import assign_speakers
 from app.core.stage_costs import StageCosts, stage_layout
 from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
-from app.core.transcript import DiarizationInfo, Transcript
+from app.core.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 
 if TYPE_CHECKING:
     from app.core.diarize.encoder import SpeakerEncoder
@@ -123,7 +123,7 @@ class Engine:
         timings["total"] = time.perf_counter() - started
         self.stage_costs.record(timings, duration, *cost_key)
         report("merge", 1.0)
-        return replace(transcript, timings=timings)
+        return replace(transcript, timings=timings, warnings=input_warnings(audio, probe_duration(source)))
 
     def identify(self, transcript: Transcript, audio: Audio, library_dir: Path) -> Transcript:
         """Name the speakers the library knows. A library that cannot be read costs the names, not the job."""
@@ -194,6 +194,44 @@ class Engine:
                 diarizer = EmbeddedDiarizer(device=options.device)
             self._diarizers[key] = diarizer
         return diarizer.diarize(audio, options.hints, progress, cancel)
+
+
+# Decoded audio shorter than the container says by more than this is reported as partial. Generous, because
+# some headers only estimate (an MP3 without a VBR header: bit rate of its first frame times its size).
+_SHORTFALL_SECONDS = 1.0
+_SHORTFALL_FRACTION = 0.02
+_DECODE_STOPPED = "decoding stopped after "
+
+
+def input_warnings(audio: Audio, claimed_duration: float | None) -> tuple[str, ...]:
+    """The decoder's warnings, in words for the transcript and the queue, plus a check of the decoded length
+    against the length the container claims (a truncated copy decodes without any error, only shorter)."""
+    decoded = audio.duration
+    of_claimed = f" of {claimed_duration:.1f} s" if claimed_duration else ""
+    short = claimed_duration is not None and claimed_duration - decoded > max(
+        _SHORTFALL_SECONDS, _SHORTFALL_FRACTION * claimed_duration
+    )
+    warnings: list[str] = []
+    stopped = False
+    for warning in audio.warnings:
+        if warning.startswith(_DECODE_STOPPED):
+            # "decoding stopped after 30.9 s: <reason>": the decoder gave up part-way; only the audio before
+            # the damage is in the transcript.
+            stopped = True
+            reason = warning.split(": ", 1)[1] if ": " in warning else ""
+            warnings.append(
+                f"{PARTIAL_PREFIX} decoding stopped at {decoded:.1f} s{of_claimed}"
+                + (f" ({reason})" if reason else "")
+                + "; the rest of the file is damaged and is not in the transcript"
+            )
+        else:
+            warnings.append(warning)
+    if short and not stopped:
+        warnings.append(
+            f"{PARTIAL_PREFIX} only {decoded:.1f} s{of_claimed} could be decoded; the rest of the file is missing "
+            "or damaged and is not in the transcript"
+        )
+    return tuple(warnings)
 
 
 def build_transcript(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -20,8 +21,20 @@ T = TypeVar("T", bound="SqliteDatabase")
 
 
 class SqliteDatabase:
-    def __init__(self, path: Path, schema: str, schema_version: int, what: str) -> None:
-        """Open (or create) ``path`` with ``schema`` (statements separated by ``;``); ``what`` names it in errors."""
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        schema_version: int,
+        what: str,
+        upgrades: Mapping[int, str] | None = None,
+        check: bool = False,
+    ) -> None:
+        """Open (or create) ``path`` with ``schema`` (statements separated by ``;``); ``what`` names it in errors.
+
+        ``upgrades[n]``: the statements that bring a file of schema ``n - 1`` to ``n`` (``ALTER TABLE … ADD
+        COLUMN``); run in order on an older file, never on a new one (``schema`` creates it complete). ``check``:
+        verify every page first and raise ``sqlite3.DatabaseError`` for a damaged file (see :func:`is_corruption`)."""
         self.path = path
         self._lock = threading.RLock()
         # Autocommit mode; transactions are explicit (see _transaction).
@@ -30,12 +43,23 @@ class SqliteDatabase:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=30000")
+        if check:
+            # Before anything is written: a damaged file is then set aside exactly as it was found. Every page is
+            # read (milliseconds for a queue of thousands of jobs), so a damaged page fails now, not later in the
+            # middle of some command.
+            (verdict,) = self._db.execute("PRAGMA quick_check").fetchone()
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({verdict})")
         with self._transaction():
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > schema_version:
                 raise RuntimeError(
                     f"{path} was written by a newer Scriba ({what} schema {version}); update Scriba to open it"
                 )
+            if version:  # 0: a new file, which the schema creates at the current version
+                for step in range(version + 1, schema_version + 1):
+                    for statement in filter(str.strip, (upgrades or {}).get(step, "").split(";")):
+                        self._db.execute(statement)
             for statement in filter(str.strip, schema.split(";")):
                 self._db.execute(statement)
             self._db.execute(f"PRAGMA user_version = {schema_version}")
@@ -61,6 +85,38 @@ class SqliteDatabase:
                 raise
             else:
                 self._db.execute("COMMIT")
+
+
+def is_corruption(error: BaseException) -> bool:
+    """Whether an sqlite3 error means the file itself is damaged (not a database, a malformed page), as opposed
+    to a busy lock, a full disk or a read-only folder, which are passing or fixable and must never make Scriba
+    set the file aside."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    if isinstance(error, sqlite3.OperationalError):  # locked, disk full, unable to open, I/O error
+        return False
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def move_aside(path: Path, reason: str = "corrupt") -> Path:
+    """Rename a damaged database (and its -wal and -shm files) to ``<name>.<reason>-<UTC time>``: kept for the
+    user or a bug report, never deleted. Returns the new path of the main file."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.{reason}-{stamp}")
+    number = 2
+    while target.exists():
+        target = path.with_name(f"{path.name}.{reason}-{stamp}-{number}")
+        number += 1
+    for suffix in ("-wal", "-shm"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            os.replace(companion, target.with_name(target.name + suffix))
+    os.replace(path, target)
+    return target
 
 
 def pid_alive(pid: int) -> bool:

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 TRANSCRIPT_VERSION = 1
+# Warnings that say the transcript misses part of the recording start with this (the queue and the window
+# show such a job as "done — partial").
+PARTIAL_PREFIX = "partial:"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,14 @@ class Transcript:
     timings: dict[str, float] = field(default_factory=dict)
     version: int = TRANSCRIPT_VERSION
     identification: Identification | None = None  # None: known-speaker matching did not run
+    # What went wrong with the input without stopping the job, for the person reading the transcript: a file
+    # that decoded only part-way ("partial: decoding stopped at 30.9 s of 91.0 s"). Empty: nothing to report.
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Whether the transcript covers less than the whole recording (see ``warnings``)."""
+        return any(warning.startswith(PARTIAL_PREFIX) for warning in self.warnings)
 
     @property
     def text(self) -> str:
@@ -182,6 +193,7 @@ class Transcript:
                 for segment in self.segments
             ],
             "timings": {name: round(value, 3) for name, value in self.timings.items()},
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -252,4 +264,6 @@ class Transcript:
                 for segment in data["segments"]
             ),
             timings={str(name): float(value) for name, value in data.get("timings", {}).items()},
+            # Absent in transcripts written before warnings were kept: nothing was reported then.
+            warnings=tuple(str(warning) for warning in data.get("warnings", [])),
         )

@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sqlite3
 import threading
 import time
 import traceback
@@ -44,6 +45,15 @@ log = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 0.2
 # How often the parent checks for a cancel request while the child works.
 CANCEL_POLL_INTERVAL = 0.1
+# How often a working (or idle) worker looks for jobs left "running" by a worker that died, so that one of two
+# workers takes over the other's job without waiting for a restart.
+RECLAIM_INTERVAL = 5.0
+# How often the worker tells the queue it is still on a long job (a step without progress): what a worker on
+# another machine sharing the queue is judged by (jobs.STALE_AFTER_SECONDS).
+HEARTBEAT_INTERVAL = 10.0
+# After the queue's disk refused a write (full, read-only), how long the window's worker waits before trying
+# again; `queue run --until-empty` stops instead.
+STORAGE_RETRY_SECONDS = 30.0
 # Nice value of the inference process: the window (and the rest of the desktop) stays responsive on a
 # machine whose every core is busy transcribing; it costs nothing when the machine is otherwise idle.
 INFERENCE_NICENESS = 5
@@ -279,7 +289,27 @@ def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library:
     )
 
 
-EventKind = Literal["started", "progress", "done", "failed", "cancelled", "requeued", "idle", "waiting"]
+EventKind = Literal[
+    "started", "progress", "done", "failed", "cancelled", "requeued", "recovered", "idle", "waiting", "error"
+]
+
+# What a full or read-only disk raises: from SQLite (the queue) and from the file system (transcripts).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
+
+
+class QueueStorageError(ScribaError):
+    """The queue's folder refused a write (disk full, read-only, I/O error): the worker cannot go on."""
+
+    def __init__(self, directory: Path, error: BaseException, consequence: str) -> None:
+        self.directory = directory
+        self.cause = error
+        super().__init__(f"the queue folder {directory} cannot be written ({storage_reason(error)}): {consequence}")
+
+
+def storage_reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
 
 
 class QueueLock:
@@ -336,15 +366,6 @@ class JobEvent:
         return self.fraction * self.duration if self.duration else None
 
 
-def _unique_stem(directory: Path, stem: str, formats: tuple[str, ...], own: set[Path]) -> str:
-    candidate, number = stem, 2
-    while any(
-        (directory / f"{candidate}.{fmt}").exists() and directory / f"{candidate}.{fmt}" not in own for fmt in formats
-    ):
-        candidate, number = f"{stem}-{number}", number + 1
-    return candidate
-
-
 def default_token_provider() -> str | None:
     from app.core.secrets import huggingface_token
 
@@ -370,6 +391,9 @@ class QueueWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.current_job_id: int | None = None
+        # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
+        # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
+        self._unrecorded_job_id: int | None = None
 
     def wake(self) -> None:
         """Jobs were added: look at the queue now instead of at the next poll."""
@@ -388,6 +412,7 @@ class QueueWorker:
         """Run jobs until stopped (or, with ``until_empty``, until nothing is queued). Never raises for a job."""
         announced_idle = announced_waiting = False
         lock = QueueLock(self.store.directory)
+        last_reclaim = -RECLAIM_INTERVAL
         try:
             while not self._stop.is_set():
                 # One job at a time per queue, across processes too (the window and `scriba queue run`
@@ -412,11 +437,24 @@ class QueueWorker:
                     continue
                 announced_waiting = False
                 try:
-                    job = self.store.claim_next()
+                    if self._unrecorded_job_id is not None:
+                        self._requeue_unrecorded()
+                    if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
+                        last_reclaim = time.monotonic()
+                        self._reclaim()
+                    job = self._claim_next()
                     if job is not None:
                         announced_idle = False
                         self.run_job(job)
                         continue
+                except QueueStorageError as error:
+                    self._on_event(JobEvent("error", self.current_job_id, message=str(error)))
+                    self.current_job_id = None
+                    if until_empty:
+                        break
+                    self._wake.wait(STORAGE_RETRY_SECONDS)
+                    self._wake.clear()
+                    continue
                 finally:
                     lock.release()
                 if until_empty:
@@ -431,7 +469,42 @@ class QueueWorker:
             if until_empty or self._stop.is_set():
                 self._on_event(JobEvent("idle", None))
 
+    def _requeue_unrecorded(self) -> None:
+        job_id = self._unrecorded_job_id
+        assert job_id is not None
+        try:
+            self.store.requeue(job_id, "the queue's disk was full when this job ended; queued again")
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, f"job {job_id} is still to do") from error
+        self._unrecorded_job_id = None
+        self._on_event(JobEvent("requeued", job_id, message=f"job {job_id} is queued again"))
+
+    def _reclaim(self) -> None:
+        """Requeue jobs whose worker died (another `queue run`, a window killed): they run here next."""
+        try:
+            recovered = self.store.recover_interrupted()
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, "no job was started") from error
+        for job_id in recovered:
+            self._on_event(
+                JobEvent(
+                    "recovered",
+                    job_id,
+                    message=f"job {job_id} was interrupted (the process running it stopped); queued again",
+                )
+            )
+
+    def _claim_next(self) -> Job | None:
+        try:
+            return self.store.claim_next()
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(
+                self.store.directory, error, "no job was started; the queued jobs stay queued"
+            ) from error
+
     def run_job(self, job: Job) -> None:
+        """Run one claimed job to its end state. Raises only :class:`QueueStorageError` (the queue's disk refused
+        a write); every other failure is the job's."""
         self.current_job_id = job.id
         started = time.monotonic()
         last_stored = 0.0
@@ -450,68 +523,137 @@ class QueueWorker:
             now = time.monotonic()
             if now - last_stored >= self._store_interval:
                 last_stored = now
-                self.store.report_progress(
-                    job.id, update.fraction, update.stage, duration=duration, speed=speed, eta=eta
-                )
+                try:
+                    self.store.report_progress(
+                        job.id, update.fraction, update.stage, duration=duration, speed=speed, eta=eta
+                    )
+                except STORAGE_ERRORS as error:  # progress in the queue is for show: the job goes on
+                    log.warning("progress of job %s not stored: %s", job.id, storage_reason(error))
             self._on_event(
                 JobEvent("progress", job.id, job.source, update.fraction, update.stage, duration, speed, eta)
             )
 
         last_checked = 0.0
+        last_heartbeat = time.monotonic()
         cancelled_by_user = False
 
         def should_cancel() -> bool:
-            nonlocal last_checked, cancelled_by_user
+            nonlocal last_checked, last_heartbeat, cancelled_by_user
             if self._stop.is_set():
                 return True
             now = time.monotonic()
-            if now - last_checked >= 0.25:  # the flag lives in the database: a cancel from any process counts
-                last_checked = now
-                cancelled_by_user = self.store.cancel_requested(job.id)
+            try:
+                if now - last_checked >= 0.25:  # the flag lives in the database: a cancel from any process counts
+                    last_checked = now
+                    cancelled_by_user = self.store.cancel_requested(job.id)
+                if now - last_heartbeat >= HEARTBEAT_INTERVAL:
+                    last_heartbeat = now
+                    self.store.heartbeat(job.id)
+            except STORAGE_ERRORS as error:  # a full disk must not stop a job that may still be saved
+                log.warning("job %s: queue not reachable: %s", job.id, storage_reason(error))
             return cancelled_by_user
 
         try:
             options = pipeline_options(job.options, self._token_provider(), self.store.directory)
             transcript = self.engine.run(job.source, options, on_progress, should_cancel)
         except CancelledError:
-            if cancelled_by_user:
-                self.store.mark_cancelled(job.id)
-                self._on_event(JobEvent("cancelled", job.id, job.source))
-            else:
-                self.store.requeue(job.id, "stopped before it finished; queued again")
-                self._on_event(JobEvent("requeued", job.id, job.source))
+            self._store_end(job, lambda: self._cancelled_or_requeued(job, cancelled_by_user))
             return
         except ScribaError as error:
-            self.store.fail(job.id, str(error))
-            self._on_event(JobEvent("failed", job.id, job.source, message=str(error)))
+            message = str(error)
+            self._store_end(job, lambda: self.store.fail(job.id, message))
+            self._on_event(JobEvent("failed", job.id, job.source, message=message))
             return
         except Exception as error:  # a bug on our side fails this job, never the worker
             log.exception("job %s failed unexpectedly", job.id)
             reason = f"{job.source}: unexpected error ({type(error).__name__}: {error})"
-            self.store.fail(job.id, reason)
+            self._store_end(job, lambda: self.store.fail(job.id, reason))
             self._on_event(JobEvent("failed", job.id, job.source, message=reason))
             return
-        finally:
-            self.current_job_id = None
         elapsed = time.monotonic() - started
         speed = transcript.duration / elapsed if elapsed > 0 else None
-        self.store.finish(job.id, transcript, speed)
+        try:
+            self.store.finish(job.id, transcript, speed)
+        except STORAGE_ERRORS as error:
+            # The transcript could not be saved (a full disk): the job must say why, not stay "running", and
+            # the next job would fail the same way, so the worker stops here.
+            reason = (
+                f"{job.source}: transcribed, but the transcript could not be saved in {self.store.directory} "
+                f"({storage_reason(error)}); free some space, then retry the job"
+            )
+            self._store_end(job, lambda: self.store.fail(job.id, reason))
+            self._on_event(JobEvent("failed", job.id, job.source, message=reason))
+            raise QueueStorageError(
+                self.store.directory, error, f"job {job.id} is marked failed; free some space, then retry it"
+            ) from error
+        self.current_job_id = None
         note = self._export(job, transcript)
+        if transcript.warnings:
+            warning = "; ".join(transcript.warnings)
+            note = f"{warning}; {note}" if note else warning
         self._on_event(JobEvent("done", job.id, job.source, 1.0, "", transcript.duration, speed, 0.0, message=note))
 
+    def _cancelled_or_requeued(self, job: Job, cancelled_by_user: bool) -> None:
+        if cancelled_by_user:
+            self.store.mark_cancelled(job.id)
+            self._on_event(JobEvent("cancelled", job.id, job.source))
+        else:
+            self.store.requeue(job.id, "stopped before it finished; queued again")
+            self._on_event(JobEvent("requeued", job.id, job.source))
+
+    def _store_end(self, job: Job, write: Callable[[], object]) -> None:
+        """Record how a job ended. When the queue cannot be written the job stays "running" under this process,
+        and goes back to the queue as soon as this process ends (or another one reclaims it)."""
+        try:
+            write()
+        except STORAGE_ERRORS as error:
+            self._unrecorded_job_id = job.id
+            raise QueueStorageError(
+                self.store.directory,
+                error,
+                f"job {job.id} ({job.source.name}) goes back to the queue once its disk has room again (at the "
+                "latest when Scriba next starts)",
+            ) from error
+        finally:
+            self.current_job_id = None
+
     def _export(self, job: Job, transcript: Transcript) -> str | None:
+        """Auto-export, each format on its own: one that fails costs only itself, and the note says which and
+        why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept."""
         if not job.options.output_dir:
             return None
-        from app.core.export import export
+        from app.core.export import export_each, unchanged_since_written
 
         directory = Path(job.options.output_dir).expanduser()
         own = set(map(Path, job.exported))
+        unchanged = unchanged_since_written(self.store)
+
+        def may_replace(path: Path) -> bool:
+            return path in own and unchanged(path)
+
         try:
-            stem = _unique_stem(directory, job.source.stem, job.options.formats, own)
-            written = export(transcript, directory, stem, job.options.formats)
-        except (OSError, ValueError) as error:
+            result = export_each(
+                transcript, directory, job.source.stem, job.options.formats, may_replace=may_replace, record=self.store
+            )
+        except Exception as error:  # export_each reports per format; this is a bug, still not the job's end
+            log.exception("export of job %s failed", job.id)
             note = f"transcribed, but the exports could not be written to {directory}: {error}"
-            self.store.set_note(job.id, note)
+            self._store_note(job, note)
             return note
-        self.store.set_exported(job.id, written)
-        return f"exported {', '.join(path.name for path in written)} to {directory}"
+        note = result.summary()
+        if result.failures and not result.written:
+            note = f"transcribed, but the exports could not be written: {note}"
+        try:
+            if result.written:
+                self.store.set_exported(job.id, list(result.written))
+        except STORAGE_ERRORS as error:
+            log.warning("exports of job %s not recorded: %s", job.id, storage_reason(error))
+        if result.failures or result.renamed:
+            self._store_note(job, note)
+        return note
+
+    def _store_note(self, job: Job, note: str) -> None:
+        try:
+            self.store.set_note(job.id, note)
+        except STORAGE_ERRORS as error:
+            log.warning("note of job %s not stored: %s", job.id, storage_reason(error))

@@ -22,6 +22,8 @@ _STATE_COLOURS = {
     JobState.CANCELLED: QColor("#757575"),
     JobState.RUNNING: QColor("#1565c0"),
 }
+# Done, but part of the recording is not in the transcript (a file damaged part-way): not a plain success.
+PARTIAL_COLOUR = QColor("#e65100")
 
 AnyIndex = QModelIndex | QPersistentModelIndex
 
@@ -57,6 +59,8 @@ class QueueModel(QAbstractTableModel):
             if column == 1:
                 return format_duration(job.duration)
             if column == 2:
+                if job.partial:
+                    return "done — partial"
                 return job.state.value + (
                     " (cancelling)" if job.cancel_requested and job.state is JobState.RUNNING else ""
                 )
@@ -69,14 +73,15 @@ class QueueModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.UserRole:
             return job.progress if column == PROGRESS_COLUMN else job.id
         if role == Qt.ItemDataRole.ToolTipRole:
-            lines = [str(job.source), f"job {job.id}: {job.state.value}"]
+            lines = [str(job.source), f"job {job.id}: {job.status}"]
+            lines.extend(warning for warning in job.warnings if warning not in lines[1])
             if job.error:
                 lines.append(job.error)
             if job.note:
                 lines.append(job.note)
             return "\n".join(lines)
         if role == Qt.ItemDataRole.ForegroundRole and column == 2:
-            return _STATE_COLOURS.get(job.state)
+            return PARTIAL_COLOUR if job.partial else _STATE_COLOURS.get(job.state)
         return None
 
     def row_of(self, job_id: int) -> int | None:

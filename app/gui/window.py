@@ -35,7 +35,7 @@ from app import __version__
 from app.core.audio import MEDIA_EXTENSIONS
 from app.core.dictation import DictationOptions
 from app.core.dictation_save import SavedDictation
-from app.core.export import FORMATS, export
+from app.core.export import FORMATS, ExportResult, export_each, unchanged_since_written
 from app.core.gpustats import GpuStatsSampler
 from app.core.jobs import Job, JobNotFoundError, JobState, JobStateError, JobStore, media_files
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
@@ -215,7 +215,10 @@ class MainWindow(QMainWindow):
         self._poll.start()
         self._restore_state()
         self.refresh()
-        if store.recovered:
+        self.set_aside_box: QMessageBox | None = None
+        if store.set_aside is not None:
+            self._say_queue_set_aside(store.set_aside)
+        elif store.recovered:
             self.statusBar().showMessage(
                 f"{len(store.recovered)} interrupted job(s) were queued again: they start from the beginning", 10000
             )
@@ -230,6 +233,18 @@ class MainWindow(QMainWindow):
         self.orphan_sweep.start()
 
     # ------------------------------------------------------------------------------------------- menus
+
+    def _say_queue_set_aside(self, path: Path) -> None:
+        """Once, when this window's opening found the queue file damaged and moved it aside."""
+        text = (
+            "The queue database could not be read (it is damaged), so Scriba started a new, empty queue.\n\n"
+            f"The old file was kept as {path}; nothing was deleted. Transcripts already made are still in "
+            f"{self.store.transcripts_dir}."
+        )
+        self.statusBar().showMessage(f"The damaged queue file was moved to {path}; a new queue was started.", 30000)
+        box = QMessageBox(QMessageBox.Icon.Warning, "Scriba: queue reset", text, parent=self)
+        self.set_aside_box = box
+        box.open()  # not exec(): the window works behind it
 
     def _action(self, text: str, shortcut: str | QKeySequence.StandardKey | None, slot: object) -> QAction:
         action = QAction(text, self)
@@ -297,8 +312,10 @@ class MainWindow(QMainWindow):
             return
         menu = QMenu(self)
         self.job_actions["cancel"].setEnabled(job.state in (JobState.QUEUED, JobState.RUNNING))
-        self.job_actions["retry"].setEnabled(job.state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED))
-        self.job_actions["remove"].setEnabled(job.state is not JobState.RUNNING)
+        # "Running" may be a job whose process died (a reboot reused its pid): the store decides, and takes such a
+        # job back; a job really running is refused with a message.
+        self.job_actions["retry"].setEnabled(job.state is not JobState.QUEUED)
+        self.job_actions["remove"].setEnabled(True)
         for action in self.job_actions.values():
             menu.addAction(action)
         self._update_offload_action()
@@ -480,6 +497,14 @@ class MainWindow(QMainWindow):
         if event.kind == "waiting":
             self.statusBar().showMessage(f"Waiting: {event.message}", 15000)
             return
+        if event.kind == "recovered":
+            self.statusBar().showMessage(event.message or "", 10000)
+            self.refresh()
+            return
+        if event.kind == "error":  # the queue's disk refused a write: say it; the worker tries again later
+            self.notify("Scriba: queue stopped", event.message or "")
+            self.refresh()
+            return
         if event.kind == "idle":
             self._batch_finished()
             self.refresh()
@@ -490,7 +515,7 @@ class MainWindow(QMainWindow):
         if event.kind == "failed":
             self.statusBar().showMessage(f"Failed: {event.message}", 15000)
         elif event.kind == "done":
-            self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 8000)
+            self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 15000)
         elif event.kind == "started":
             self.statusBar().showMessage(f"Transcribing {name}…", 4000)
         self.refresh()
@@ -613,10 +638,18 @@ class MainWindow(QMainWindow):
         box = QMessageBox(QMessageBox.Icon.Warning, "Scriba: remember speaker", text, parent=self)
         box.open()  # not exec(): the window (and the queue) keep running while it is shown
 
-    def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> list[Path]:
+    def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> ExportResult:
+        """Each format on its own; a file there that Scriba did not write as it is now is kept (new name)."""
         job = self.store.get(job_id)
         transcript = self.store.load_transcript(job_id)
-        return export(transcript, directory, job.source.stem, tuple(formats))
+        return export_each(
+            transcript,
+            directory,
+            job.source.stem,
+            tuple(formats),
+            may_replace=unchanged_since_written(self.store),
+            record=self.store,
+        )
 
     def choose_export(self, formats: tuple[str, ...] | None = None) -> None:
         job_id = self.selected_job_id()
@@ -630,11 +663,14 @@ class MainWindow(QMainWindow):
         if not folder:
             return
         try:
-            written = self.export_job(job_id, Path(folder), chosen)
+            result = self.export_job(job_id, Path(folder), chosen)
         except (OSError, ValueError, JobStateError) as error:
             QMessageBox.warning(self, "Export failed", f"Could not export to {folder}: {error}")
             return
-        self.statusBar().showMessage(f"Exported {', '.join(path.name for path in written)} to {folder}", 8000)
+        if result.failures:
+            QMessageBox.warning(self, "Export failed", result.summary())
+            return
+        self.statusBar().showMessage(result.summary()[:1].upper() + result.summary()[1:], 8000)
 
     # ------------------------------------------------------------------------------------------- dictation
 

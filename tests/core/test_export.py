@@ -88,6 +88,7 @@ def test_json_round_trip_keeps_the_contract() -> None:
         "identification",  # known-speaker matching (None when it did not run); added within version 1
         "segments",
         "timings",
+        "warnings",  # what went wrong with the input without stopping the job (partial audio); within version 1
     }
     assert data["version"] == 1
     assert set(data["segments"][0]) == {"start", "end", "speaker", "text", "words"}
@@ -138,3 +139,89 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path: Path, monkeypa
 def test_unknown_format() -> None:
     with pytest.raises(ValueError, match="unknown format 'docx'"):
         export.render(make_transcript(), "docx")
+
+
+# ----------------------------------------------------------------------------------------- issue 18
+
+EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
+import json, resource, sys
+from pathlib import Path
+from app.core.export import export_each
+from tests.core.test_export import make_transcript
+
+limit = int(sys.argv[2])
+# The file system refuses to grow any file past the limit (EFBIG), as a full or quota-limited disk refuses to
+# grow it at all: Python ignores SIGXFSZ, so the write fails with an OSError.
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+result = export_each(make_transcript(), Path(sys.argv[1]), "talk", ["txt", "json", "srt", "vtt"])
+print(json.dumps({"written": [p.name for p in result.written], "failed": sorted(result.failures),
+                  "summary": result.summary()}))
+"""
+
+
+def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Path) -> None:
+    """Issue 18: one export failing part-way lost the formats after it. Here the json (the largest) is refused
+    by the operating system for its size, in a child process with a real file-size limit."""
+    import subprocess
+    import sys
+
+    sizes = {fmt: len(export.render(make_transcript(), fmt).encode()) for fmt in export.FORMATS}
+    limit = max(sizes[fmt] for fmt in ("txt", "srt", "vtt")) + 16
+    assert sizes["json"] > limit
+    child = subprocess.run(
+        [sys.executable, "-c", EXPORT_UNDER_A_FILE_SIZE_LIMIT, str(tmp_path), str(limit)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    assert report["written"] == ["talk.txt", "talk.srt", "talk.vtt"] and report["failed"] == ["json"]
+    assert "json not written (File too large" in report["summary"]
+    assert sorted(os.listdir(tmp_path)) == ["talk.srt", "talk.txt", "talk.vtt"]  # no temporary left behind
+    assert (tmp_path / "talk.vtt").read_text() == export.to_vtt(make_transcript())
+
+
+def test_a_renderer_that_raises_costs_only_its_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(transcript: Transcript) -> str:
+        raise RuntimeError("a bug in the srt cue splitter")
+
+    monkeypatch.setitem(export.RENDERERS, "srt", broken)
+    result = export.export_each(make_transcript(), tmp_path, "talk", ["srt", "txt", "json"])
+    assert [path.name for path in result.written] == ["talk.txt", "talk.json"]
+    assert list(result.failures) == ["srt"]
+    assert "srt not written (RuntimeError: a bug in the srt cue splitter)" in result.summary()
+    with pytest.raises(RuntimeError, match="cue splitter"):  # the strict form still raises, after the others
+        export.export(make_transcript(), tmp_path / "strict", "talk", ["srt", "txt"])
+    assert os.listdir(tmp_path / "strict") == ["talk.txt"]
+
+
+def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
+    """Issue 18: exports replaced files the user had edited. Scriba records the hash of what it wrote and only
+    replaces a file that still holds exactly that."""
+    from app.core.jobs import JobStore
+
+    record = JobStore(tmp_path / "data")
+    out = tmp_path / "out"
+    may_replace = export.unchanged_since_written(record)
+    first = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    again = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    assert again.stem == "talk" and not again.renamed and again.written == first.written  # its own: replaced
+
+    (out / "talk.txt").write_text("Corrected by hand: Dr. Okafor said it, not SPEAKER_01.\n")
+    third = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    assert third.renamed and third.stem == "talk-2"
+    assert [path.name for path in third.written] == ["talk-2.txt", "talk-2.srt"]
+    assert (out / "talk.txt").read_text().startswith("Corrected by hand")
+    assert "talk.* there already exist and were not written by Scriba" in third.summary()
+    assert "wrote talk-2.* instead" in third.summary()
+
+    (out / "notes.txt").write_text("someone else's file\n")  # never written by Scriba at all
+    foreign = export.export_each(make_transcript(), out, "notes", ["txt"], may_replace=may_replace, record=record)
+    assert foreign.stem == "notes-2" and (out / "notes.txt").read_text() == "someone else's file\n"
+    # Without a record nothing existing is replaced; without a test (the old call) everything is.
+    blind = export.export_each(
+        make_transcript(), out, "talk", ["txt"], may_replace=export.unchanged_since_written(None)
+    )
+    assert blind.stem == "talk-3"

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.core.jobs import JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
@@ -229,3 +232,180 @@ def test_owner_alive_tells_a_reused_pid_from_the_process_that_wrote_the_row() ->
         child.wait()
     assert not owner_alive(child.pid, started)
     assert owner_alive(os.getpid(), None)  # rows written before start times were recorded: pid alone
+
+
+# ----------------------------------------------------------------------------------------- issue 18
+
+NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"]
+
+
+def _in_new_pid_namespace(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run Python as pid 1 of a fresh pid namespace: what a container restart (or a reboot) gives the first
+    process, whatever pid an earlier one had. Needs root (unshare), like the CI machines."""
+    repository = str(Path(__file__).parents[2])
+    return subprocess.run(
+        [*NAMESPACE, sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": repository},
+    )
+
+
+# The worker runs a little (longer than the 1 s that start times are allowed to differ by, see sqlite_db) and dies
+# without a word, like kill -9 or a container stopped.
+CLAIM_AND_DIE = (
+    "import os, sys, time; from pathlib import Path; from app.core.jobs import JobStore;"
+    "s = JobStore(Path(sys.argv[1]), recover=False); j = s.claim_next(); assert os.getpid() == 1;"
+    "s.report_progress(j.id, 0.3, 'transcribe'); time.sleep(1.5); os._exit(0)"
+)
+
+
+def test_a_job_whose_pid_was_reused_is_not_running_forever(tmp_path: Path) -> None:
+    """Issue 18: a worker ran as pid 1 of a container and died; after a restart pid 1 is alive again (another
+    process). By pid alone the job stayed "running" for ever and cancel, remove and retry refused it."""
+    store = JobStore(tmp_path)
+    jobs = [store.add(tmp_path / f"{name}.wav", JobOptions()) for name in "abc"]
+    for _ in jobs:
+        died = _in_new_pid_namespace(CLAIM_AND_DIE, str(tmp_path))
+        assert died.returncode == 0, died.stderr
+    assert all(store.get(job.id).state is JobState.RUNNING for job in jobs)
+    # Seen from this (host) namespace, pid 1 is alive, too: the init process, started long before.
+    row = store._db.execute("SELECT worker_pid, worker_started_at FROM jobs WHERE id = ?", (jobs[0].id,)).fetchone()
+    assert row["worker_pid"] == 1 and row["worker_started_at"] is not None
+
+    # Cancel, remove and retry in the restarted "container" (its own pid 1 is alive) now act on the stuck job.
+    code = (
+        "import sys, json; from pathlib import Path; from app.core.jobs import JobStore;"
+        "s = JobStore(Path(sys.argv[1]), recover=False); ids = json.loads(sys.argv[2]);"
+        "print(s.cancel(ids[0]).state.value); s.remove(ids[1]); print(s.retry(ids[2]).state.value)"
+    )
+    acted = _in_new_pid_namespace(code, str(tmp_path), json.dumps([job.id for job in jobs]))
+    assert acted.returncode == 0, acted.stderr
+    assert acted.stdout.split() == ["cancelled", "queued"]
+    assert [job.id for job in store.jobs()] == [jobs[0].id, jobs[2].id]
+    retried = store.get(jobs[2].id)
+    assert retried.state is JobState.QUEUED and "interrupted" in (retried.note or "")
+
+
+def test_opening_the_queue_after_a_restart_requeues_the_stuck_job(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "a.wav", JobOptions())
+    assert _in_new_pid_namespace(CLAIM_AND_DIE, str(tmp_path)).returncode == 0
+    opened = _in_new_pid_namespace(
+        "import sys; from pathlib import Path; from app.core.jobs import JobStore;"
+        "print(JobStore(Path(sys.argv[1])).recovered)",
+        str(tmp_path),
+    )
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == f"[{job.id}]"
+    assert store.get(job.id).state is JobState.QUEUED
+
+
+def test_a_live_owner_in_another_namespace_keeps_its_job(tmp_path: Path) -> None:
+    """The start time is compared, not only the pid: a job whose process is still alive is never taken."""
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "a.wav", JobOptions())
+    store.claim_next()
+    # Same pid, same start time: this process, seen again. Its job stays running through cancel (a flag).
+    assert JobStore(tmp_path).recovered == []
+    assert store.cancel(job.id).state is JobState.RUNNING
+    with pytest.raises(JobStateError, match="cancel it before removing"):
+        store.remove(job.id)
+
+
+def test_a_schema_1_queue_is_upgraded_and_its_rows_fall_back_to_the_pid(tmp_path: Path) -> None:
+    import sqlite3
+
+    from app.core import jobs as jobs_module
+
+    old_schema = jobs_module._SCHEMA.replace("    worker_started_at REAL,\n", "").replace(
+        ",\n    warnings TEXT NOT NULL DEFAULT '[]'", ""
+    )
+    old_schema = old_schema[: old_schema.index("CREATE TABLE IF NOT EXISTS exports")]
+    with sqlite3.connect(tmp_path / "queue.sqlite3") as db:
+        db.executescript(old_schema)
+        db.execute("PRAGMA user_version = 1")
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            db.execute(
+                "INSERT INTO jobs (source, options, state, position, created_at, heartbeat_at, worker_host, "
+                "worker_pid) VALUES ('/a.wav', '{}', 'running', 1, 0, ?, ?, ?)",
+                (time.time(), socket.gethostname(), child.pid),
+            )
+            db.execute(
+                "INSERT INTO jobs (source, options, state, position, created_at, heartbeat_at, worker_host, "
+                "worker_pid) VALUES ('/b.wav', '{}', 'running', 2, 0, ?, ?, ?)",
+                (time.time() - 3600, socket.gethostname(), child.pid),
+            )
+            db.commit()
+            store = JobStore(tmp_path)
+            # An old row with a live pid that reports: left alone; one silent for an hour: taken back.
+            assert store.recovered == [2]
+            assert store._db.execute("PRAGMA user_version").fetchone()[0] == jobs_module.SCHEMA_VERSION
+            assert store.get(1).warnings == () and store.get(1).state is JobState.RUNNING
+        finally:
+            child.kill()
+            child.wait()
+    assert JobStore(tmp_path).recovered == [1]
+
+
+def test_a_partial_transcript_marks_the_job_partial(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "a.wav", JobOptions())
+    store.claim_next()
+    warning = "partial: decoding stopped at 30.9 s of 91.0 s (Invalid data found when processing input)"
+    from dataclasses import replace
+
+    done = store.finish(job.id, replace(_transcript(), warnings=(warning,)))
+    assert done.state is JobState.DONE and done.partial and done.warnings == (warning,)
+    assert done.status == f"done — {warning}"
+    assert done.to_dict()["partial"] is True and done.to_dict()["warnings"] == [warning]
+    assert JobStore(tmp_path).get(job.id).partial  # in the database, not only in memory
+    assert store.load_transcript(job.id).warnings == (warning,)  # and in the transcript's JSON
+    assert json.loads(store.transcript_file(job.id).read_text())["warnings"] == [warning]
+    store.retry(job.id)
+    again = store.claim_next()  # a new attempt starts without the last one's warnings
+    assert again is not None and again.warnings == ()
+
+
+def _corrupt_queue(directory: Path, how: str) -> bytes:
+    path = directory / "queue.sqlite3"
+    if how == "garbage":
+        path.write_bytes(b"this is not a database, a half-copied backup " * 200)
+    else:  # a damaged page inside a real queue: the header is fine, the jobs table is not
+        store = JobStore(directory)
+        store.add_many([directory / f"{index}.wav" for index in range(300)], JobOptions())
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.close()
+        data = bytearray(path.read_bytes())
+        page = 4096
+        data[2 * page : 2 * page + 2048] = np.random.default_rng(18).bytes(2048)
+        path.write_bytes(bytes(data))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["garbage", "damaged page"])
+def test_a_corrupt_queue_is_set_aside_and_a_new_one_starts(tmp_path: Path, how: str) -> None:
+    (tmp_path / "transcripts").mkdir()
+    (tmp_path / "transcripts" / "7.json").write_text("{}")
+    damaged = _corrupt_queue(tmp_path, how)
+    store = JobStore(tmp_path)
+    assert store.set_aside is not None and store.set_aside.parent == tmp_path
+    assert store.set_aside.name.startswith("queue.sqlite3.corrupt-")
+    assert store.set_aside.read_bytes() == damaged  # kept as it was, never deleted
+    assert store.jobs() == []
+    # New ids continue after the old transcripts: the old job 7's transcript is never overwritten by a new job 7.
+    assert store.add(tmp_path / "new.wav", JobOptions()).id == 8
+    assert (tmp_path / "transcripts" / "7.json").read_text() == "{}"
+    assert JobStore(tmp_path).set_aside is None  # said once: the next opening finds the new queue fine
+
+
+def test_a_locked_queue_is_not_taken_for_a_corrupt_one(tmp_path: Path) -> None:
+    import sqlite3
+
+    from app.core.sqlite_db import is_corruption
+
+    assert not is_corruption(sqlite3.OperationalError("database is locked"))
+    assert not is_corruption(sqlite3.OperationalError("database or disk is full"))
+    assert is_corruption(sqlite3.DatabaseError("file is not a database"))

@@ -155,3 +155,139 @@ def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -
     other.release()
     thread.join(180)
     assert all(store.get(job.id).state is JobState.DONE for job in jobs)
+
+
+# ----------------------------------------------------------------------------------------- issue 18
+
+
+def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.core import export
+    from tests.core.test_export import make_transcript
+
+    store = JobStore(tmp_path / "data")
+    output = tmp_path / "out"
+    job = store.add(tmp_path / "talk.wav", JobOptions(formats=("txt", "srt", "vtt", "json"), output_dir=str(output)))
+    store.claim_next()
+    store.finish(job.id, make_transcript())
+
+    def broken(transcript: object) -> str:
+        raise RuntimeError("a bug in the srt cue splitter")
+
+    monkeypatch.setitem(export.RENDERERS, "srt", broken)
+    worker = _worker(store, [])
+    note = worker._export(store.get(job.id), make_transcript())
+    assert sorted(path.name for path in output.iterdir()) == ["talk.json", "talk.txt", "talk.vtt"]
+    assert note is not None and "srt not written (RuntimeError: a bug in the srt cue splitter)" in note
+    assert "exported talk.txt, talk.vtt, talk.json" in note
+    done = store.get(job.id)
+    assert done.note == note and [Path(path).name for path in done.exported] == ["talk.txt", "talk.vtt", "talk.json"]
+
+
+def test_auto_export_of_a_retry_keeps_a_file_edited_since(tmp_path: Path) -> None:
+    from tests.core.test_export import make_transcript
+
+    store = JobStore(tmp_path / "data")
+    output = tmp_path / "out"
+    job = store.add(tmp_path / "talk.wav", JobOptions(formats=("txt", "srt"), output_dir=str(output)))
+    worker = _worker(store, [])
+    store.claim_next()
+    store.finish(job.id, make_transcript())
+    worker._export(store.get(job.id), make_transcript())
+    store.retry(job.id)
+    store.claim_next()
+    store.finish(job.id, make_transcript())
+    worker._export(store.get(job.id), make_transcript())  # its own unchanged files: replaced, no -2
+    assert sorted(path.name for path in output.iterdir()) == ["talk.srt", "talk.txt"]
+
+    (output / "talk.srt").write_text("1\n00:00:00,500 --> 00:00:01,400\nHello there, fixed by hand.\n")
+    store.retry(job.id)
+    store.claim_next()
+    store.finish(job.id, make_transcript())
+    note = worker._export(store.get(job.id), make_transcript())
+    assert (output / "talk.srt").read_text().endswith("fixed by hand.\n")
+    assert sorted(path.name for path in output.iterdir()) == ["talk-2.srt", "talk-2.txt", "talk.srt", "talk.txt"]
+    assert note is not None and "wrote talk-2.* instead" in note and store.get(job.id).note == note
+
+
+def test_a_worker_reclaims_the_job_of_a_worker_that_died(tmp_path: Path, sample_dir: Path) -> None:
+    """Issue 18: with two workers on one queue, the job of one killed mid-run stayed "running" until something
+    restarted; the live worker now takes it back while it runs (here: while it waits for the queue)."""
+    store = JobStore(tmp_path)
+    job = store.add(sample_dir / "sample.wav", FAST)
+    code = (
+        "import os, sys, time; from pathlib import Path; from app.core.jobs import JobStore;"
+        "from app.core.worker import QueueLock;"
+        "s = JobStore(Path(sys.argv[1]), recover=False); lock = QueueLock(Path(sys.argv[1])); assert lock.acquire();"
+        "s.claim_next(); print('claimed', flush=True); time.sleep(600)"
+    )
+    import subprocess
+    import sys
+
+    other = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "claimed"
+        events: list[JobEvent] = []
+        worker = _worker(store, events)
+        thread = threading.Thread(target=worker.run, daemon=True)  # a long-running worker (the window's)
+        thread.start()
+        _wait_for(lambda: any(e.kind == "waiting" for e in events), timeout=30)
+        assert store.get(job.id).state is JobState.RUNNING  # the other worker has it
+        os.kill(other.pid, signal.SIGKILL)
+        other.wait()
+        _wait_for(lambda: store.get(job.id).state is JobState.DONE, timeout=240)
+        worker.stop()
+        thread.join(30)
+    finally:
+        other.kill()
+        other.wait()
+    kinds = [event.kind for event in events]
+    assert "recovered" in kinds and kinds.index("recovered") < kinds.index("done")
+    assert store.get(job.id).attempts == 2 and store.get(job.id).completions == 1
+
+
+def test_the_windows_worker_survives_a_full_disk_and_takes_the_job_back(tmp_path: Path, long_wav: Path) -> None:
+    """Issue 18: the queue's folder on a real 4 MB tmpfs fills up while a job runs. The long-running worker (the
+    window's) reports one error event, never raises, and once there is room again the job is not left "running"
+    under the live process: it is failed with the reason, or queued again and finished."""
+    from tests.damaged_media import can_mount, fill, small_disk
+
+    if not can_mount():
+        pytest.skip("mounting a tmpfs needs root (the CI machines are root)")
+    with small_disk(tmp_path / "disk") as disk:
+        store = JobStore(disk / "data")
+        job = store.add(long_wav, JobOptions(diarize=False, formats=("txt",)))
+        events: list[JobEvent] = []
+        worker = _worker(store, events)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                worker.run()
+            except BaseException as error:  # the test fails below if anything escapes
+                errors.append(error)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        _wait_for(lambda: any(e.kind == "progress" and e.stage == "transcribe" for e in events))
+        filler = fill(disk)
+        _wait_for(lambda: any(e.kind == "error" for e in events), timeout=400)
+        error = next(e for e in events if e.kind == "error")
+        assert "cannot be written" in (error.message or "") and thread.is_alive()
+        filler.unlink()
+        worker.wake()
+        _wait_for(
+            lambda: (
+                store.get(job.id).state is JobState.DONE
+                or (
+                    store.get(job.id).state is JobState.FAILED
+                    and "could not be saved" in (store.get(job.id).error or "")
+                )
+            ),
+            timeout=400,
+        )
+        worker.stop()
+        thread.join(30)
+        assert not errors and not thread.is_alive()
+        store.close()

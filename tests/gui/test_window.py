@@ -199,8 +199,9 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
     assert speaker not in {view.table.item(row, 1).text() for row in range(view.table.rowCount())}
     view.table.item(0, 2).setText("Corrected first line.")  # as the editor commits a change
 
-    written = window.export_job(job.id, tmp_path / "out", ("txt", "srt", "vtt", "json"))
-    for path in written:
+    result = window.export_job(job.id, tmp_path / "out", ("txt", "srt", "vtt", "json"))
+    assert not result.failures and len(result.written) == 4
+    for path in result.written:
         text = path.read_text()
         assert "Interviewer" in text and speaker not in text, path.name
         assert "Corrected first line." in text, path.name
@@ -354,3 +355,69 @@ window.close()
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0] == "True []"
+
+
+# ----------------------------------------------------------------------------------------- issue 18
+
+
+def test_a_partly_decoded_file_shows_as_partial_in_its_row(
+    open_window, qtbot, sample_dir: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 18: a file damaged part-way ended "done" with no warning anywhere; the row now says partial."""
+    from app.gui.queue_model import PARTIAL_COLOUR
+    from tests.damaged_media import truncated_flac
+
+    damaged = truncated_flac(sample_dir / "sample.wav", tmp_path / "interview.flac")
+    window, job, _view = finished_transcript(open_window, qtbot, damaged)
+    row = window.model.row_of(job.id)
+    assert row is not None
+    state = window.model.index(row, 2)
+    assert state.data() == "done — partial"
+    assert state.data(Qt.ItemDataRole.ForegroundRole) == PARTIAL_COLOUR
+    tooltip = state.data(Qt.ItemDataRole.ToolTipRole)
+    assert "done — partial: decoding stopped at 31.0 s of 91.0 s" in tooltip and "Invalid data found" in tooltip
+
+
+def test_a_corrupt_queue_opens_a_fresh_one_and_says_so(open_window, qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "queue.sqlite3").write_bytes(b"half-copied backup, not SQLite " * 500)
+    window = open_window(start_worker=False)
+    (aside,) = data.glob("queue.sqlite3.corrupt-*")
+    box = window.set_aside_box
+    assert box is not None and box.isVisible() and str(aside) in box.text() and "nothing was deleted" in box.text()
+    assert str(aside) in window.statusBar().currentMessage()
+    box.close()
+    (media := tmp_path / "a.wav").write_bytes(b"RIFF")
+    assert [job.id for job in window.add_paths([media])] == [1]  # the new queue works
+    window.close()
+    again = open_window(start_worker=False)
+    assert again.set_aside_box is None  # said once
+
+
+def test_a_job_stuck_after_a_restart_is_taken_back_from_the_window(open_window, qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 18: a job left "running" by a process whose pid now belongs to another one (here pid 1 of a pid
+    namespace, seen from outside as the machine's init) could not be cancelled, removed or retried."""
+    from tests.core.test_jobs import CLAIM_AND_DIE, _in_new_pid_namespace
+
+    window = open_window(start_worker=False)
+    for name in ("a.wav", "b.wav"):
+        (tmp_path / name).write_bytes(b"RIFF")
+    first, second = window.add_paths([tmp_path / "a.wav", tmp_path / "b.wav"])
+    for _ in range(2):
+        assert _in_new_pid_namespace(CLAIM_AND_DIE, str(tmp_path / "data")).returncode == 0
+    window.refresh()
+    assert [job.state for job in window.store.jobs()] == [JobState.RUNNING, JobState.RUNNING]
+
+    window.select_job(first.id)
+    rect = window.table.visualRect(window.model.index(0, 0))
+    window._context_menu(rect.center())
+    assert window.job_actions["retry"].isEnabled() and window.job_actions["remove"].isEnabled()
+    for widget in QApplication.topLevelWidgets():
+        if widget.isVisible() and widget.inherits("QMenu"):
+            widget.close()
+    window.retry_job(first.id)
+    assert window.store.get(first.id).state is JobState.QUEUED
+    window.remove_job(second.id)
+    assert [job.id for job in window.store.jobs()] == [first.id]
+    assert window.model.index(0, 2).data() == "queued"
