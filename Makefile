@@ -5,14 +5,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.scriba-installed
-# espeak-ng: synthetic multi-voice speech for the tests. The rest: what Qt (PySide6) needs to open a window
-# and play audio offscreen on a minimal Debian.
-APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client
+# espeak-ng: synthetic multi-voice speech for the tests. Then what Qt (PySide6) needs to open a window and play
+# audio offscreen on a minimal Debian. xvfb, xterm, xclip: dictation typed into (and copied for) a real second
+# program on a real X server (tests/test_desktop_x11.py).
+APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client xvfb xterm xclip
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: screenshot run venv test lint typecheck bench system-deps clean package
+.PHONY: screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -39,12 +40,23 @@ run: venv
 test: venv system-deps
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The unit subset (pytest marker `unit`): no model, no spawned scriba, no servers; under a minute.
+test-fast: venv
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m unit -q $(PYTEST_ARGS)
+
+# Everything that needs no test run: lint and format, types, the import contracts. CI runs it before `make test`.
+check: lint typecheck contracts
+
 lint: venv
 	$(BIN)/ruff check app tests benchmarks
 	$(BIN)/ruff format --check app tests benchmarks
 
 typecheck: venv
 	$(BIN)/mypy
+
+# The layers (gui and cli above cloud above core, and inside core) as import-linter contracts in pyproject.toml.
+contracts: venv
+	$(BIN)/lint-imports
 
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py

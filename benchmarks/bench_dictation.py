@@ -73,8 +73,8 @@ def make_speech(minutes: float | None) -> tuple[Path, list[Sentence]]:
 
 
 def offline_transcript(path: Path, threads: int) -> tuple[list[Any], float]:
-    from app.core.audio import decode_audio
-    from app.core.transcribe import Transcriber, TranscriptionOptions
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.transcribe import Transcriber, TranscriptionOptions
 
     transcriber = Transcriber(
         TranscriptionOptions(model="tiny.en", device="cpu", language="en", cpu_threads=threads, batch_size=0)
@@ -86,7 +86,9 @@ def offline_transcript(path: Path, threads: int) -> tuple[list[Any], float]:
 
 
 def replay(path: Path, threads: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    from app.core.dictation import Dictation, DictationEvent, DictationOptions, FileSource
+    from app.core.dictation.session import Dictation
+    from app.core.dictation.sources import FileSource
+    from app.core.dictation.stream import DictationEvent, DictationOptions
 
     events: list[DictationEvent] = []
     options = DictationOptions(model="tiny.en", device="cpu", cpu_threads=threads, **overrides)
@@ -149,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     overrides = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}
 
-    from app.core.audio import decode_audio
+    from app.core.engine.audio import decode_audio
     from tests import metrics
 
     path, sentences = make_speech(args.minutes or None)

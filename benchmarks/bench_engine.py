@@ -68,7 +68,7 @@ def case_plain(path: str, threads: int, batch: int) -> dict:
     """faster-whisper as its README shows it, on the file path (it decodes itself)."""
     from faster_whisper import BatchedInferencePipeline, WhisperModel
 
-    from app.core.models import bundled_model_path
+    from app.core.engine.models import bundled_model_path
 
     started = time.perf_counter()
     model = WhisperModel(str(bundled_model_path()), device="cpu", compute_type="int8", cpu_threads=threads)
@@ -84,8 +84,8 @@ def case_plain(path: str, threads: int, batch: int) -> dict:
 
 
 def case_scriba_transcribe(path: str, threads: int, batch: int) -> dict:
-    from app.core.audio import decode_audio
-    from app.core.transcribe import Transcriber, TranscriptionOptions
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.transcribe import Transcriber, TranscriptionOptions
 
     started = time.perf_counter()
     transcriber = Transcriber(
@@ -101,9 +101,9 @@ def case_scriba_transcribe(path: str, threads: int, batch: int) -> dict:
 
 
 def case_diarize(path: str, threads: int, batch: int) -> dict:
-    from app.core.audio import decode_audio
-    from app.core.diarize import DiarizerOptions
-    from app.core.pipeline import Engine
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.diarize import DiarizerOptions
+    from app.core.engine.pipeline import Engine
 
     audio = decode_audio(path)
     engine = Engine()
@@ -115,8 +115,8 @@ def case_diarize(path: str, threads: int, batch: int) -> dict:
 
 
 def case_pipeline(path: str, threads: int, batch: int) -> dict:
-    from app.core.pipeline import Engine, PipelineOptions
-    from app.core.transcribe import TranscriptionOptions
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
 
     engine = Engine()
     started = time.perf_counter()

@@ -38,7 +38,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from benchmarks.bench_engine import table  # noqa: E402 (needs ROOT on the path)
 
 if TYPE_CHECKING:  # the app is imported once the environment is set up, in main()
-    from app.core.gpustats import StatsSnapshot
+    from app.core.gpu.gpustats import StatsSnapshot
     from app.gui.gpu_panel import GpuPanel
 
 HISTORY_POINTS = 600
@@ -46,7 +46,7 @@ HISTORY_POINTS = 600
 
 def gpu_snapshots(count: int) -> list[StatsSnapshot]:
     """``count`` GPU snapshots, one second apart, from the sampler over the NVML stand-in."""
-    from app.core.gpustats import GpuStatsSampler
+    from app.core.gpu.gpustats import GpuStatsSampler
     from tests.core.nvml_standin import Frame, NvmlStandIn
 
     frames = [
@@ -70,7 +70,7 @@ def gpu_snapshots(count: int) -> list[StatsSnapshot]:
 
 def cpu_snapshots(count: int) -> list[StatsSnapshot]:
     """CPU-only snapshots (no NVML), one second apart, with changing CPU and RAM readings."""
-    from app.core.gpustats import GpuStatsSampler
+    from app.core.gpu.gpustats import GpuStatsSampler
     from tests.core.nvml_standin import NVML_ERROR_LIBRARY_NOT_FOUND, NvmlStandIn
 
     sampler = GpuStatsSampler(NvmlStandIn([[]], init_error=NVML_ERROR_LIBRARY_NOT_FOUND))
@@ -167,9 +167,9 @@ def main() -> None:
     from PySide6 import __version__ as pyside_version
     from PySide6.QtWidgets import QApplication
 
-    from app.core.gpustats import GpuStatsSampler
-    from app.core.jobs import JobStore
-    from app.core.settings import SettingsStore
+    from app.core.config.settings import SettingsStore
+    from app.core.gpu.gpustats import GpuStatsSampler
+    from app.core.queue.jobs import JobStore
     from app.gui.gpu_panel import GpuPanel
     from app.gui.window import MainWindow
     from tests.core.nvml_standin import Frame, NvmlStandIn

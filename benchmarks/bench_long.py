@@ -60,8 +60,8 @@ def make_file(pieces: list[Piece], minutes: float, folder: Path) -> tuple[Path, 
 
 def child(wav: Path, rttm: Path, threads: int) -> None:
     """One file through the whole pipeline; prints one JSON line."""
-    from app.core.pipeline import Engine, PipelineOptions
-    from app.core.transcribe import TranscriptionOptions
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
 
     options = PipelineOptions(
         transcription=TranscriptionOptions(
@@ -106,9 +106,9 @@ def _eta_error(progress: list[tuple[float, float]], started: float, wall: float)
 
 def short_files_der(pieces: list[Piece], threads: int) -> float:
     """Every recording of one round diarized on its own; DER over all of them (time-weighted)."""
-    from app.core.audio import Audio
-    from app.core.diarize.base import SpeakerHints
-    from app.core.diarize.embedded import EmbeddedDiarizer
+    from app.core.engine.audio import Audio
+    from app.core.engine.diarize.base import SpeakerHints
+    from app.core.engine.diarize.embedded import EmbeddedDiarizer
 
     diarizer = EmbeddedDiarizer(threads=threads)
     metric = metrics.der_metric(strict=True)

@@ -271,8 +271,8 @@ class Ticker:
 
 
 def _window(home: Path) -> tuple[Any, Any, Any, list[Any]]:
-    from app.core.jobs import JobStore
-    from app.core.settings import SettingsStore
+    from app.core.config.settings import SettingsStore
+    from app.core.queue.jobs import JobStore
     from app.gui.main import create_application
     from app.gui.window import MainWindow
 
@@ -283,7 +283,7 @@ def _window(home: Path) -> tuple[Any, Any, Any, list[Any]]:
     window.show()
     events: list[Any] = []
     # Connected after the window's own handler: an event is recorded once the window has handled it.
-    window.bridge.event.connect(lambda event: events.append((time.monotonic(), event)))
+    window.bridge.job_event.connect(lambda event: events.append((time.monotonic(), event)))
     return app, store, window, events
 
 
@@ -328,7 +328,7 @@ def case_stall(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         job["speakers"] = len(transcript.speakers)
         job["backend"] = transcript.diarization.backend if transcript.diarization else "none"
         job["segments"] = len(transcript.segments)
-        job["view_rows"] = window.transcript_view.table.rowCount()
+        job["view_rows"] = len(window.transcript_view.paragraphs)  # speaker paragraphs shown
         phases[name] = {"stats": lateness_stats(samples), **job}
         _pause(0.5)
     result = {"phases": phases, "torch_in_gui": "torch" in sys.modules}
@@ -339,8 +339,8 @@ def case_stall(args: argparse.Namespace, home: Path) -> dict[str, Any]:
 
 
 def case_memory(args: argparse.Namespace, home: Path) -> dict[str, Any]:
-    from app.core.jobs import JobOptions, JobStore
-    from app.core.worker import EngineProcess, JobEvent, QueueWorker
+    from app.core.queue.jobs import JobOptions, JobStore
+    from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
 
     store = JobStore(home / "queue")
     for _ in range(args.jobs):
@@ -379,7 +379,7 @@ def case_window_memory(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         _pause(0.3)  # the queue is empty again: the worker is idle, the child keeps its model
         sample = memory_sample(index, window.bridge.engine_pid)
         sample["speed"] = job["duration"] / job["wall"] if job["wall"] else None
-        sample["view_rows"] = window.transcript_view.table.rowCount()
+        sample["view_rows"] = len(window.transcript_view.paragraphs)  # speaker paragraphs shown
         samples.append(sample)
     result = {
         "samples": samples,
@@ -416,7 +416,7 @@ def run_case(name: str, audio: Path, args: argparse.Namespace, jobs: int = 1) ->
 
 
 def audio_duration(path: Path) -> float:
-    from app.core.audio import probe_duration
+    from app.core.engine.audio import probe_duration
 
     return probe_duration(path) or 0.0
 
@@ -452,7 +452,7 @@ def report_stall(result: dict[str, Any], audio: Path) -> None:
         f"{audio.name} ({audio_duration(audio):.0f} s audio)\n"
     )
     headers = ["phase", "ticks", "median ms", "p99 ms", "max ms", "ticks > 50 ms", "max <= 100 ms"]
-    headers += ["job wall s", "x real time", "speakers", "segments/view rows"]
+    headers += ["job wall s", "x real time", "speakers", "segments/paragraphs"]
     print(table(headers, rows))
     print(
         "\nlateness = actual tick interval - 10 ms; a job phase spans add_paths() to the window having handled "

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_speakers.py [--real-speech DIR] [--threads N]
 
-Every file goes through Scriba's own pipeline (``app.core.pipeline.Engine.run``: decode, transcribe with word
+Every file goes through Scriba's own pipeline (``app.core.engine.pipeline.Engine.run``: decode, transcribe with word
 timings, the built-in diarizer, merge), so a new built-in diarizer shows up here without changes. Files: the
 nine AMI meeting openings and the four single-speaker recordings of ``../shared/real-speech`` (or
 ``--real-speech``), and pyannote.audio's ``sample.wav`` call. Scored:
@@ -126,8 +126,8 @@ def speaker_words(transcript: Any) -> dict[str, str]:
 
 def pyannote_diarizer() -> tuple[Any, str]:
     """community-1 through Scriba's own backend if it loads from the local cache; else why not."""
-    from app.core.diarize import PYANNOTE_PIPELINE
-    from app.core.diarize.pyannote_backend import PyannoteDiarizer, pyannote_installed
+    from app.core.engine.diarize import PYANNOTE_PIPELINE
+    from app.core.engine.diarize.pyannote_backend import PyannoteDiarizer, pyannote_installed
     from app.core.errors import DiarizationError
 
     if not pyannote_installed():
@@ -156,10 +156,10 @@ def main() -> None:
         print(f"bench_speakers: skipped, no real-speech recordings at {args.real_speech} (pass --real-speech DIR)")
         return
 
-    from app.core.audio import decode_audio
-    from app.core.diarize import DiarizerOptions
-    from app.core.pipeline import Engine, PipelineOptions
-    from app.core.transcribe import TranscriptionOptions
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.diarize import DiarizerOptions
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
 
     transcription = TranscriptionOptions(
         model="tiny.en", device="cpu", compute_type="int8", batch_size=0, cpu_threads=args.threads, **SETTINGS
@@ -322,7 +322,7 @@ def main() -> None:
     if diarizer is None:
         rows.append(["all files", "-", "-", "-", why])
     else:
-        from app.core.diarize import SpeakerHints
+        from app.core.engine.diarize import SpeakerHints
 
         strict_metric, forgiving_metric = metrics.der_metric(True), metrics.der_metric(False)
         for real in files:

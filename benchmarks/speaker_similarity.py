@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/speaker_similarity.py [--real-speech ../shared/real-speech]
 
-Voiceprints are computed exactly as identification computes them (app.core.speakers: ~1.5 s windows inside
+Voiceprints are computed exactly as identification computes them (app.core.engine.speakers: ~1.5 s windows inside
 each speaker's solo speech, averaged), from the reference turns of real recordings:
 - the nine AMI clips of real-speech/ (RTTM; ES2003a/b share MEE009 and MEE012, EN2005a/EN2009b share FEE083),
 - pyannote's sample.wav (a phone call, sample.rttm),
@@ -26,9 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.audio import Audio, decode_audio  # noqa: E402
-from app.core.diarize.encoder import SpeakerEncoder  # noqa: E402
-from app.core.speakers import MATCH_THRESHOLD, speaker_voiceprints, speech_spans, voiceprint  # noqa: E402
+from app.core.engine.audio import Audio, decode_audio  # noqa: E402
+from app.core.engine.diarize.encoder import SpeakerEncoder  # noqa: E402
+from app.core.engine.speakers import MATCH_THRESHOLD, speaker_voiceprints, speech_spans, voiceprint  # noqa: E402
 from tests.real_speech import rttm_turns  # noqa: E402
 from tests.synth import SENTENCES, VOICES, conversation  # noqa: E402
 
@@ -36,8 +36,8 @@ from tests.synth import SENTENCES, VOICES, conversation  # noqa: E402
 def diarized_turns(audio: Audio, reference: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
     """The built-in diarizer's turns, each diarized speaker named after the reference speaker it overlaps
     most (two diarized speakers of one person are kept apart: ``name#2``)."""
-    from app.core.diarize.base import SpeakerHints
-    from app.core.diarize.embedded import EmbeddedDiarizer
+    from app.core.engine.diarize.base import SpeakerHints
+    from app.core.engine.diarize.embedded import EmbeddedDiarizer
 
     turns = EmbeddedDiarizer(threads=1).diarize(audio, SpeakerHints())
     overlap: dict[str, dict[str, float]] = {}
@@ -85,7 +85,7 @@ def main() -> int:
     sample = Path(next(iter(spec.submodule_search_locations))) / "sample"
     add_turns("pyannote-sample", decode_audio(sample / "sample.wav"), rttm_turns(sample / "sample.rttm"))
 
-    from app.core.diarize.encoder import mel_frames
+    from app.core.engine.diarize.encoder import mel_frames
 
     single = {
         "mfa_en_spontaneous_a": "mfa-speaker",

@@ -76,8 +76,8 @@ def main() -> int:
 
     from PySide6.QtCore import QTimer
 
-    from app.core.jobs import JobState, JobStore
-    from app.core.settings import SettingsStore
+    from app.core.config.settings import SettingsStore
+    from app.core.queue.jobs import JobState, JobStore
     from app.gui.main import create_application
     from app.gui.window import MainWindow
 
@@ -102,8 +102,9 @@ def main() -> int:
         return 1
     if view.transcript.speakers and args.rename:
         view.rename_speaker(view.transcript.speakers[0], args.rename)
-    view.table.clearSelection()  # the speaker colours show, not the selection's highlight
-    view.table.setCurrentCell(-1, -1)
+    cursor = view.editor.textCursor()
+    cursor.clearSelection()  # the document shows as it reads, not a search match's selection
+    view.editor.setTextCursor(cursor)
     window.table.setFocus()
     window.statusBar().clearMessage()
 
@@ -118,7 +119,7 @@ def main() -> int:
         if not args.ready.exists():
             app.quit()
 
-    QTimer.singleShot(2000, ready)  # mapped, laid out (rows resized to their text) and painted
+    QTimer.singleShot(2000, ready)  # mapped, laid out (paragraphs wrapped) and painted
     watcher = QTimer()
     watcher.timeout.connect(check)
     QTimer.singleShot(3000, lambda: watcher.start(200))

@@ -30,7 +30,7 @@ def espeak() -> str:
 
 @pytest.fixture(scope="session")
 def engine():  # type: ignore[no-untyped-def]
-    from app.core.pipeline import Engine
+    from app.core.engine.pipeline import Engine
 
     return Engine()
 

@@ -28,6 +28,10 @@ class HubState:
     drop_after: dict[str, int] = field(default_factory=dict)  # file -> close the connection after this many bytes
     refuse_next: dict[str, int] = field(default_factory=dict)  # file -> answer 503 to this many GETs
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, Range header
+    # file -> (bytes, event): send that many bytes, then wait for the event before the rest (a slow download
+    # that a test can cancel part-way, deterministically)
+    hold_after: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)
+    public: bool = False  # a public repository (the Whisper models): files need no token
 
 
 def _handler(state: HubState) -> type[BaseHTTPRequestHandler]:
@@ -63,19 +67,27 @@ def _handler(state: HubState) -> type[BaseHTTPRequestHandler]:
                     return
                 self._json(200, {"type": "user", "name": "scriba-tester", "auth": {"type": "access_token"}})
                 return
-            if path.startswith(f"/api/models/{state.repo}/revision/"):
+            if path == f"/api/models/{state.repo}" or path.startswith(f"/api/models/{state.repo}/revision/"):
                 siblings = [{"rfilename": name, "size": len(data)} for name, data in state.files.items()]
-                self._json(200, {"id": state.repo, "sha": COMMIT, "gated": "manual", "siblings": siblings})
+                self._json(
+                    200,
+                    {
+                        "id": state.repo,
+                        "sha": COMMIT,
+                        "gated": False if state.public else "manual",
+                        "siblings": siblings,
+                    },
+                )
                 return
             prefix = f"/{state.repo}/resolve/"
             if not path.startswith(prefix):
                 self._json(404, {"error": "not found"}, {"X-Error-Code": "EntryNotFound"})
                 return
             name = path[len(prefix) :].split("/", 1)[1]
-            if token not in state.tokens:
+            if not state.public and token not in state.tokens:
                 self._json(401, {"error": "Access to this model is restricted"}, {"X-Error-Code": "GatedRepo"})
                 return
-            if not state.tokens[token]:
+            if not state.public and not state.tokens[token]:
                 self._json(
                     403,
                     {"error": "Access restricted: you are not in the authorized list"},
@@ -119,6 +131,12 @@ def _handler(state: HubState) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self.command == "HEAD":
                 return
+            held = state.hold_after.pop(name, None)
+            if held is not None and held[0] < len(body):
+                self.wfile.write(body[: held[0]])
+                self.wfile.flush()
+                held[1].wait(30)
+                body = body[held[0] :]
             cut = state.drop_after.pop(name, None)
             if cut is not None and cut < len(body):
                 # A dropped connection part-way: some bytes, then the socket closes under the client.

@@ -38,6 +38,40 @@ SENTENCES = (
     "Great, we can test them in the studio tomorrow afternoon.",
 )
 
+# The same four sentences (a short meeting opening) in other languages, for the language check.
+OTHER_LANGUAGES: dict[str, tuple[str, ...]] = {
+    "de": (
+        "Guten Morgen, ich möchte heute über das neue Projekt sprechen.",
+        "Wir haben letzte Woche die Ergebnisse der Umfrage bekommen und sie sind sehr interessant.",
+        "Die meisten Teilnehmer waren mit dem Angebot zufrieden, aber einige haben sich über die Preise beschwert.",
+        "Deshalb schlage ich vor, dass wir nächste Woche noch einmal zusammenkommen.",
+    ),
+    "fr": (
+        "Bonjour à tous, nous allons parler aujourd'hui du nouveau projet.",
+        "La semaine dernière, nous avons reçu les résultats de l'enquête et ils sont très intéressants.",
+        "La plupart des participants étaient satisfaits, mais certains se sont plaints des prix.",
+        "Je propose donc que nous nous réunissions encore une fois la semaine prochaine.",
+    ),
+    "es": (
+        "Buenos días a todos, hoy vamos a hablar del nuevo proyecto.",
+        "La semana pasada recibimos los resultados de la encuesta y son muy interesantes.",
+        "La mayoría de los participantes estaban contentos, pero algunos se quejaron de los precios.",
+        "Por eso propongo que nos reunamos otra vez la próxima semana.",
+    ),
+    "it": (
+        "Buongiorno a tutti, oggi parliamo del nuovo progetto.",
+        "La settimana scorsa abbiamo ricevuto i risultati del sondaggio e sono molto interessanti.",
+        "La maggior parte dei partecipanti era contenta, ma alcuni si sono lamentati dei prezzi.",
+        "Quindi propongo di incontrarci di nuovo la prossima settimana.",
+    ),
+    "nl": (
+        "Goedemorgen allemaal, vandaag praten we over het nieuwe project.",
+        "Vorige week kregen we de resultaten van de enquete en ze zijn heel interessant.",
+        "De meeste deelnemers waren tevreden, maar sommigen klaagden over de prijzen.",
+        "Daarom stel ik voor dat we volgende week nog een keer samenkomen.",
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Utterance:
@@ -103,3 +137,9 @@ def write_rttm(path: Path, utterances: list[Utterance], uri: str = "file") -> Pa
     lines = [f"SPEAKER {uri} 1 {u.start:.3f} {u.end - u.start:.3f} <NA> <NA> {u.speaker} <NA> <NA>" for u in utterances]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def other_language_speech(language: str, voice: str, pause: float = 0.5) -> np.ndarray:
+    """The sentences of ``OTHER_LANGUAGES[language]`` spoken by an espeak-ng ``voice`` (e.g. "de+m3")."""
+    silence = np.zeros(int(pause * SAMPLE_RATE), dtype=np.float32)
+    return np.concatenate([part for text in OTHER_LANGUAGES[language] for part in (speak(text, voice, 50), silence)])

@@ -49,6 +49,8 @@ def test_a_bad_file_fails_alone_and_the_others_are_written(tmp_path: Path, espea
     assert "broken.mp3: not an audio or video file" in errors[0]
     assert "missing.m4a: file not found" in errors[1]
     assert "2 of 3 file(s) failed" in result.stderr
+    assert "torchcodec" not in result.stderr  # pyannote's import-time warning: noise to a user, silenced
+    assert "Warning" not in result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["good one.json", "good one.txt"]
     data = json.loads((out / "good one.json").read_text())
     assert "thank you for having me" in " ".join(s["text"] for s in data["segments"]).lower()
@@ -111,7 +113,7 @@ def test_token_status_without_a_token() -> None:
 
 
 def test_file_arguments_open_the_window_with_those_files(tmp_path: Path) -> None:
-    from app.cli import split_open_files
+    from app.cli.main import split_open_files
 
     media = tmp_path / "talk.wav"
     media.write_bytes(b"RIFF")
@@ -119,6 +121,63 @@ def test_file_arguments_open_the_window_with_those_files(tmp_path: Path) -> None
     assert split_open_files(["queue", "add", str(media)]) == (["queue", "add", str(media)], [])
     # A mistyped command is left to argparse, which names the valid ones.
     assert split_open_files(["transcrbe", str(media)]) == (["transcrbe", str(media)], [])
+
+
+def test_every_command_runs_where_a_file_of_its_name_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`scriba doctor` in a folder holding a file named `doctor` opened the window: the command list was written
+    by hand and missed dictate, doctor, offload and worker. It is now read from the parser."""
+    from app.cli.main import build_parser, command_names, split_open_files
+
+    names = command_names(build_parser())
+    assert {"transcribe", "queue", "dictate", "doctor", "offload", "worker", "speakers", "models"} <= names
+    monkeypatch.chdir(tmp_path)
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+        assert split_open_files([name, "--help"]) == ([name, "--help"], [])
+    result = scriba("doctor", "--json", "--no-smoke-test", cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr  # 1: no GPU here; either way the report, not the window
+    assert "torch" in json.loads(result.stdout)["packages"]
+
+
+def test_the_window_without_a_display_is_one_line(tmp_path: Path) -> None:
+    """Qt aborts the process (SIGABRT, no message a user can act on) when it finds no display."""
+    base = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    for extra, words in (({}, "no display"), ({"DISPLAY": ":4711"}, "cannot reach the display :4711")):
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**base, **extra, "PYTHONPATH": str(Path(__file__).parents[1])},
+        )
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("scriba: error: ")
+        assert words in result.stderr
+
+
+def test_an_unexpected_error_goes_to_crash_log_and_the_user_is_told_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main as cli
+    from app.core.errors import ModelError
+
+    def a_bug(args: object) -> int:
+        raise ZeroDivisionError("a bug in a command")
+
+    monkeypatch.setattr(cli, "cmd_token", a_bug)
+    assert cli.main(["--data-dir", str(tmp_path), "token", "status"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert f"the details are in {tmp_path / 'crash.log'}" in error
+    logged = (tmp_path / "crash.log").read_text()
+    assert "Traceback" in logged and "ZeroDivisionError: a bug in a command" in logged
+
+    def a_user_error(args: object) -> int:  # an error written for the user that no command caught
+        raise ModelError("the model folder is not readable")
+
+    monkeypatch.setattr(cli, "cmd_token", a_user_error)
+    assert cli.main(["--data-dir", str(tmp_path), "token", "status"]) == 1
+    assert capsys.readouterr().err == "scriba: error: the model folder is not readable\n"
 
 
 # ----------------------------------------------------------------------------------------- issue 18
@@ -221,7 +280,7 @@ class ConnectionCounter:
 def test_offline_with_a_token_no_job_waits_for_the_hub(tmp_path: Path, espeak: str, pipeline: str) -> None:
     """Issue 18: offline, with a Hugging Face token set, each job lost 45-50 s to download retries. pyannote is
     now loaded only from Scriba's cache (or the built-in diarizer is used): the hub is never contacted."""
-    from app.core.diarize.pyannote_models import pipeline_dir
+    from app.core.engine.diarize.pyannote_models import pipeline_dir
     from tests.pyannote_standin import build_pipeline
 
     if pipeline == "in the cache":
@@ -254,3 +313,21 @@ def test_offline_with_a_token_no_job_waits_for_the_hub(tmp_path: Path, espeak: s
         assert hub.connections == 0
     finally:
         hub.close()
+
+
+def test_transcribe_queue_add_and_offload_run_take_one_set_of_job_options() -> None:
+    """The job options are declared once (app/cli/common.py): the three commands read them the same way and
+    differ only in where the transcript goes by default."""
+    from app.cli.common import job_options_from_args
+    from app.cli.main import build_parser
+
+    options = ["--model", "small", "--language", "de", "--diarizer", "embedded", "--min-speakers", "2"]
+    options += ["--device", "cpu", "--compute-type", "int8", "--batch-size", "0", "-f", "srt,txt", "--no-identify"]
+    parser = build_parser()
+    transcribe = parser.parse_args(["transcribe", "a.wav", *options])
+    queue_add = parser.parse_args(["queue", "add", "a.wav", *options])
+    offload_run = parser.parse_args(["offload", "run", "a.wav", "--provider", "ssh", *options])
+    assert transcribe.output_dir == Path(".") and queue_add.output_dir is None and offload_run.output_dir is None
+    queue_add.output_dir = offload_run.output_dir = Path(".")
+    assert job_options_from_args(transcribe) == job_options_from_args(queue_add) == job_options_from_args(offload_run)
+    assert job_options_from_args(transcribe).formats == ("srt", "txt")

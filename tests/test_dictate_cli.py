@@ -119,6 +119,9 @@ def test_microphone_capture_through_portaudio_and_pulseaudio(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **pulse, "PYTHONPATH": str(Path(__file__).parents[1]), "SCRIBA_DATA_DIR": str(tmp_path)},
+        # Ctrl+C as at a terminal, even when the suite itself was started in the background (which hands
+        # children SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert process.stderr is not None

@@ -143,7 +143,7 @@ def test_a_job_stuck_after_a_container_restart_is_recovered_by_the_cli(tmp_path:
     media.write_bytes(b"RIFF")
     scriba(data, "queue", "add", str(media), str(media), "--no-diarize")
     claim = (
-        "import os, sys, time; from pathlib import Path; from app.core.jobs import JobStore;"
+        "import os, sys, time; from pathlib import Path; from app.core.queue.jobs import JobStore;"
         "s = JobStore(Path(sys.argv[1]), recover=False); s.claim_next(); s.claim_next(); assert os.getpid() == 1;"
         "time.sleep(1.5); os._exit(0)"  # ran a while, then the container stopped
     )

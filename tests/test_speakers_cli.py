@@ -76,9 +76,10 @@ def test_errors_a_user_meets_are_one_line(tmp_path: Path) -> None:
 
 
 def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
-    from app.cli import build_parser, job_options_from_args
-    from app.core.settings import Settings, SettingsStore
-    from app.core.worker import pipeline_options
+    from app.cli.common import job_options_from_args
+    from app.cli.main import build_parser
+    from app.core.config.settings import Settings, SettingsStore
+    from app.core.queue.worker import pipeline_options
 
     args = build_parser().parse_args(["queue", "add", "talk.wav", "--no-identify"])
     assert job_options_from_args(args).identify is False

@@ -19,9 +19,9 @@ from dataclasses import asdict
 from typing import Any
 
 from app import __version__
-from app.core.cuda_libs import LibraryStatus, install_hint, missing_required, preload_cuda_libraries
-from app.core.gpu_plan import GpuMemory, choose_batch_size, choose_model
-from app.core.gpustats import GpuStatsSampler
+from app.core.engine.gpu_plan import GpuMemory, choose_batch_size, choose_model
+from app.core.gpu.cuda_libs import LibraryStatus, install_hint, missing_required, preload_cuda_libraries
+from app.core.gpu.gpustats import GpuStatsSampler
 
 # Exit codes of `scriba doctor`.
 OK = 0  # the GPU path passed, or there is no GPU and the CPU path works
@@ -101,8 +101,8 @@ def _smoke_test(device: str, compute_type: str) -> tuple[bool, str]:
     """Transcribe one second of audio with the bundled tiny.en on ``device``: proof that the path loads and runs."""
     import numpy as np
 
-    from app.core.audio import SAMPLE_RATE
-    from app.core.models import BUNDLED_MODEL, resolve_model
+    from app.core.engine.audio import SAMPLE_RATE
+    from app.core.engine.models import BUNDLED_MODEL, resolve_model
 
     try:
         from faster_whisper import WhisperModel
@@ -128,7 +128,7 @@ def _smoke_test(device: str, compute_type: str) -> tuple[bool, str]:
 
 def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[str, Any], int]:
     """The report and the exit code. ``nvml`` is a pynvml stand-in for tests (the real module by default)."""
-    from app.core.transcribe import compute_type_candidates
+    from app.core.engine.transcribe import compute_type_candidates
 
     sampler = GpuStatsSampler(nvml)
     try:

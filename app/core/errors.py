@@ -1,16 +1,48 @@
-"""Typed errors of the engine.
+"""Typed errors, and the exit codes of `scriba`.
 
-Every error carries a message written for the person who gave us the input: which file, what is wrong with
-it and what to do. Callers (CLI, queue, GUI, remote worker) show ``str(error)`` as is and never parse it.
+Every error a user can cause or meet derives from :class:`ScribaError` (the engine's, the queue's, the cloud
+offload's) and carries a message written for the person who gave us the input: which file, what is wrong with
+it and what to do. Callers (CLI, queue, GUI, remote worker) show ``str(error)`` as is and never parse it; the
+CLI exits with the error's :attr:`ScribaError.exit_code`. Anything else that escapes is a bug: it goes to
+``crash.log`` with its traceback.
 """
 
 from __future__ import annotations
 
+import signal
+from enum import IntEnum
 from pathlib import Path
+from typing import ClassVar
+
+
+class ExitCode(IntEnum):
+    """What `scriba` exits with. Scripts test these numbers, so none ever changes its meaning."""
+
+    OK = 0
+    FAILED = 1  # the work failed, or Scriba refused it with a message that says why
+    USAGE = 2  # the command line is wrong (argparse's own code for its errors)
+    # A program stopped by a signal exits as a shell reports it: 128 + the signal's number.
+    HANGUP = 129  # SIGHUP: the terminal went away
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    BROKEN_PIPE = 141  # SIGPIPE: the reader of our output left (`scriba … | head`)
+    TERMINATED = 143  # SIGTERM
+
+    @classmethod
+    def for_signal(cls, which: signal.Signals) -> ExitCode:
+        """The code a shell gives a program stopped by ``which``."""
+        return cls(128 + int(which))
 
 
 class ScribaError(Exception):
-    """Base class of every error Scriba reports to a user."""
+    """Base class of every error Scriba reports to a user: one line, no traceback."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.FAILED
+
+
+class UsageError(ScribaError):
+    """The command line asks for something that cannot be: a bad value, a missing argument."""
+
+    exit_code = ExitCode.USAGE
 
 
 class CancelledError(ScribaError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +56,46 @@ def huggingface_token() -> tuple[str | None, str]:
     if stored:
         return stored, "keyring"
     return None, ""
+
+
+# What stores secrets on Linux: any Secret Service provider on the desktop session's D-Bus.
+LINUX_KEYRING_ADVICE = (
+    "Install and start a keyring that offers the Secret Service: GNOME Keyring (Debian/Ubuntu: "
+    "`sudo apt install gnome-keyring`; Fedora: `sudo dnf install gnome-keyring`), KDE's KWallet (5.97 or later "
+    "also answers as a Secret Service; turn it on in System Settings), or KeePassXC with Secret Service "
+    "integration turned on in its settings. Then log out and in again. Without a desktop (a server, SSH): set "
+    "SCRIBA_HF_TOKEN in the environment instead."
+)
+
+
+def keyring_problem(platform: str = sys.platform, environ: Mapping[str, str] = os.environ) -> str | None:
+    """None when the system keyring can store secrets; otherwise why not and what to install, in words.
+
+    keyring falls back to its "fail" backend when no real one is usable (on Linux: no Secret Service on the
+    session bus, or no session bus at all), and every write then raises; this says so before a token is typed.
+    """
+    try:
+        import keyring
+        from keyring.backends import fail, null
+
+        backend = keyring.get_keyring()
+    except Exception as error:  # a broken keyring installation
+        return f"the keyring library could not start ({type(error).__name__}: {error}). " + _advice(platform)
+    if not isinstance(backend, fail.Keyring | null.Keyring):
+        return None
+    if platform.startswith("linux"):
+        if not environ.get("DBUS_SESSION_BUS_ADDRESS"):
+            why = (
+                "no system keyring is reachable: there is no desktop session bus (D-Bus), which the keyring "
+                "lives on (started outside a desktop session, e.g. over SSH or in a container?). "
+            )
+        else:
+            why = "no system keyring is running: nothing on the desktop session bus offers the Secret Service. "
+        return why + LINUX_KEYRING_ADVICE
+    return "no system keyring is available. " + _advice(platform)
+
+
+def _advice(platform: str) -> str:
+    if platform.startswith("linux"):
+        return LINUX_KEYRING_ADVICE
+    return "Set SCRIBA_HF_TOKEN in the environment instead, or reinstall Scriba."

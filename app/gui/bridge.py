@@ -6,8 +6,8 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from app.core.jobs import JobStore
-from app.core.worker import EngineProcess, JobEvent, QueueWorker
+from app.core.queue.jobs import JobStore
+from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
 
 
 class WorkerBridge(QObject):
@@ -17,7 +17,9 @@ class WorkerBridge(QObject):
     SQLite); inference runs in a child process, so the event loop never waits on it.
     """
 
-    event = Signal(object)  # JobEvent, queued to the main thread (the emitter lives in another thread)
+    # JobEvent, queued to the main thread (the emitter lives in another thread). Not named `event`: that would
+    # hide QObject.event(), the virtual through which Qt delivers every event to this object.
+    job_event = Signal(object)
     stopped = Signal()
 
     def __init__(self, store: JobStore, engine: EngineProcess | None = None, parent: QObject | None = None) -> None:
@@ -25,7 +27,7 @@ class WorkerBridge(QObject):
         # The worker gets its own connection: the window's reads never wait behind the worker's commits
         # (WAL lets a reader run during a write), and the window's poll sees the worker's changes.
         self._store = JobStore(store.directory, recover=False)
-        self.worker = QueueWorker(self._store, engine=engine, on_event=self.event.emit)
+        self.worker = QueueWorker(self._store, engine=engine, on_event=self.job_event.emit)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:

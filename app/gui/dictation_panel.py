@@ -3,12 +3,17 @@
 Threading: each Start runs one *session thread* (:func:`_run_session`) that builds the audio source, loads the
 model (seconds), starts :class:`Dictation` and, when Stop is asked for, calls :meth:`Dictation.stop` (which
 joins the decoder and flushes: a decode's time). So the main thread never waits on a model or a decode. The
-engine calls ``on_event`` on its worker thread; that callback only emits on a parentless :class:`_Relay`
-living on the main thread, so Qt queues the call and every widget is touched on the main thread alone. Each
-emission carries the session's number: a late event from a session that has ended is dropped.
+engine calls ``on_event`` on its worker thread; that callback only hands the event to a callable from
+:func:`app.gui.main_thread.deliver_on_main_thread`, so every widget is touched on the main thread alone. Each
+report carries the session's number: a late event from a session that has ended is dropped.
 
 A panel *session* spans the Start/Stop runs since the last Clear or Save: Stop then Start continues the text
 (and the audio) instead of discarding it, and Save keeps all of it as one recording and one job.
+
+Dictating into other programs: each final can also be typed into the window that has the focus, or kept on the
+clipboard (:class:`DesktopTextOutput`, fed on the dictation worker thread, closed by the session thread after
+the flush), and a global hotkey starts and stops the panel while another program has the focus (toggle, or
+push-to-talk). A floating badge says "Listening" meanwhile, since Scriba's window is then out of sight.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from enum import Enum
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QShowEvent, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -37,20 +43,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.audio import SAMPLE_RATE
-from app.core.dictation import (
-    AudioInputError,
-    AudioSource,
-    Dictation,
-    DictationEvent,
-    DictationOptions,
-    MicrophoneSource,
-    list_input_devices,
-)
-from app.core.dictation_save import SavedDictation, save_dictation
-from app.core.jobs import JobStore
+from app.core.cancel import CancelToken
+from app.core.desktop.output import DesktopTextOutput, OutputMode
+from app.core.desktop.session import DesktopError
+from app.core.desktop.x11_hotkey import HotkeyMode
+from app.core.dictation.save import SavedDictation, save_dictation
+from app.core.dictation.session import Dictation
+from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource, list_input_devices
+from app.core.dictation.stream import DictationEvent, DictationOptions
+from app.core.engine.audio import SAMPLE_RATE
+from app.core.engine.transcript import Word
 from app.core.paths import data_dir
-from app.core.transcript import Word
+from app.core.queue.jobs import JobStore
+from app.gui.global_hotkey import GlobalHotkey
+from app.gui.listening_indicator import ListeningIndicator
+from app.gui.main_thread import deliver_on_main_thread
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +99,14 @@ def _shifted(event: DictationEvent, offset: float) -> DictationEvent:
     )
 
 
-class _Relay(QObject):
-    """Carries a session's news from its threads to the main thread (queued cross-thread emissions)."""
+@dataclasses.dataclass(frozen=True)
+class _Reports:
+    """How a session's threads report: each call runs the panel's slot on the main thread, in the order of the
+    calls (:func:`app.gui.main_thread.deliver_on_main_thread`). Every report names its session's number."""
 
-    arrived = Signal(int, object)  # session number, DictationEvent
-    started = Signal(int)  # session number: the model is loaded and audio flows
-    finished = Signal(int, object)  # session number, error message (str) or None
+    arrived: Callable[[tuple[int, DictationEvent]], None]
+    started: Callable[[int], None]  # the model is loaded and audio flows
+    finished: Callable[[tuple[int, str | None]], None]  # the error message, or None
 
 
 class _Session:
@@ -106,11 +115,12 @@ class _Session:
     def __init__(self, number: int, offset: float) -> None:
         self.number = number
         self.offset = offset  # seconds of panel-session audio recorded before this run
-        self.stop_requested = threading.Event()
+        self.stop_requested = CancelToken()
         # Set by the session thread before it emits ``started`` and never changed after; the main thread reads
         # it only after that signal (the level meter, the recording at the end).
         self.dictation: Dictation | None = None
         self.thread: threading.Thread | None = None
+        self.output: DesktopTextOutput | None = None  # where finals are typed or copied, besides the panel
 
 
 def _error_text(error: BaseException) -> str:
@@ -119,16 +129,20 @@ def _error_text(error: BaseException) -> str:
 
 def _run_session(
     session: _Session,
-    relay: _Relay,
+    reports: _Reports,
     source_factory: SourceFactory,
     device: InputDevice,
     options: DictationOptions,
 ) -> None:
-    """The session thread: open, load, start; wait for Stop; flush. Reports through ``relay`` only."""
+    """The session thread: open, load, start; wait for Stop; flush. Reports through ``reports`` only."""
     number = session.number
 
+    output = session.output
+
     def deliver(event: DictationEvent) -> None:  # on the dictation worker thread: no widget is touched
-        relay.arrived.emit(number, event)
+        if output is not None and event.type == "final":
+            output.send(event.text)  # finals only: a partial changes, and typed keys cannot be taken back
+        reports.arrived((number, event))
 
     error: str | None = None
     dictation: Dictation | None = None
@@ -136,11 +150,11 @@ def _run_session(
     try:
         dictation = Dictation(options, source_factory(device), deliver)
         dictation.load()
-        if not session.stop_requested.is_set():  # Stop while the model was loading: do not open the input
+        if not session.stop_requested.cancelled:  # Stop while the model was loading: do not open the input
             dictation.start()
             started = True
             session.dictation = dictation
-            relay.started.emit(number)
+            reports.started(number)
             session.stop_requested.wait()
     except AudioInputError as problem:
         error = f"Microphone: {_error_text(problem)}"
@@ -154,8 +168,10 @@ def _run_session(
             except Exception as problem:  # the worker failed mid-session; stop() re-raises its error
                 log.exception("dictation failed")
                 error = error or _error_text(problem)
+        if output is not None:
+            output.close()  # the flushed finals are typed before the panel hears that the run is over
         # Always last: events emitted above are queued before it, so the panel sees every final first.
-        relay.finished.emit(number, error)
+        reports.finished((number, error))
 
 
 class DictationPanel(QWidget):
@@ -166,6 +182,8 @@ class DictationPanel(QWidget):
     """
 
     saved = Signal(object)  # SavedDictation, after Save wrote the audio and added the job
+    # (output mode or None, hotkey text or None, hotkey mode) after the person changed them: the window keeps them
+    desktop_settings_changed = Signal(object, object, str)
     message = Signal(str)  # something for the window's status bar (an error, where a save went)
     view_updated = Signal()  # after the text view changed (a partial or final shown, or cleared)
     state_changed = Signal(object)  # PanelState
@@ -202,13 +220,18 @@ class DictationPanel(QWidget):
         self._partial_text = ""
         self._partial_start = 0
         self._run_has_final = False
+        self.output_mode: OutputMode | None = None  # None: the text stays in the panel
+        self.hotkey: GlobalHotkey | None = None
+        self.hotkey_mode: HotkeyMode = "toggle"
+        self._hotkey_down = False
+        self._indicator: ListeningIndicator | None = None
 
-        # Parentless, so Python owns it and each session thread holds a reference: an emission racing the
-        # panel's deletion reaches a live relay whose dead receiver Qt has already disconnected.
-        self.relay = _Relay()
-        self.relay.arrived.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
-        self.relay.started.connect(self._on_started, Qt.ConnectionType.QueuedConnection)
-        self.relay.finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
+        # A report racing the panel's deletion is dropped: Qt disconnects a dead receiver.
+        self.reports = _Reports(
+            arrived=deliver_on_main_thread(self._on_event),
+            started=deliver_on_main_thread(self._on_started),
+            finished=deliver_on_main_thread(self._on_finished),
+        )
 
         self.device_combo = QComboBox()
         self.device_combo.setAccessibleName("Input device")
@@ -219,7 +242,8 @@ class DictationPanel(QWidget):
         self.refresh_button.setText("↻")
         self.refresh_button.setToolTip("List the input devices again")
         self.refresh_button.setAccessibleName("Refresh input devices")
-        self.refresh_button.clicked.connect(self.list_devices)
+        # Only while idle (the button is disabled otherwise): listing again restarts PortAudio.
+        self.refresh_button.clicked.connect(lambda: self.list_devices(rescan=True))
         self.level_meter = QProgressBar()
         self.level_meter.setAccessibleName("Input level")
         self.level_meter.setToolTip(f"Input level, {METER_FLOOR_DB:.0f} to 0 dBFS")
@@ -259,6 +283,26 @@ class DictationPanel(QWidget):
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message_label.hide()
 
+        self.output_combo = QComboBox()
+        self.output_combo.setAccessibleName("Dictated text goes to")
+        self.output_combo.addItem("This panel only", None)
+        self.output_combo.addItem("Also type into the focused window", "type")
+        self.output_combo.addItem("Also copy to the clipboard", "copy")
+        self.output_combo.setToolTip(
+            "Type each finished sentence where the cursor is in another program, or keep the text on the clipboard"
+        )
+        self.output_combo.currentIndexChanged.connect(self._output_chosen)
+        self.hotkey_edit = QLineEdit()
+        self.hotkey_edit.setAccessibleName("Global hotkey")
+        self.hotkey_edit.setPlaceholderText("e.g. ctrl+alt+d")
+        self.hotkey_edit.setToolTip("Starts and stops dictation while another program has the focus (X11)")
+        self.hotkey_edit.editingFinished.connect(self._hotkey_edited)
+        self.hotkey_mode_combo = QComboBox()
+        self.hotkey_mode_combo.setAccessibleName("Hotkey mode")
+        self.hotkey_mode_combo.addItem("Press to start/stop", "toggle")
+        self.hotkey_mode_combo.addItem("Hold to talk", "push")
+        self.hotkey_mode_combo.currentIndexChanged.connect(self._hotkey_edited)
+
         inputs = QHBoxLayout()
         inputs.addWidget(QLabel("Input:"))
         inputs.addWidget(self.device_combo, 2)
@@ -269,10 +313,17 @@ class DictationPanel(QWidget):
         for button in (self.start_button, self.copy_button, self.clear_button, self.save_button):
             buttons.addWidget(button)
         buttons.addWidget(self.status_label, 1)
+        elsewhere = QHBoxLayout()
+        elsewhere.addWidget(QLabel("Text to:"))
+        elsewhere.addWidget(self.output_combo, 1)
+        elsewhere.addWidget(QLabel("Hotkey:"))
+        elsewhere.addWidget(self.hotkey_edit, 1)
+        elsewhere.addWidget(self.hotkey_mode_combo)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.addLayout(inputs)
         layout.addLayout(buttons)
+        layout.addLayout(elsewhere)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.message_label)
 
@@ -299,15 +350,16 @@ class DictationPanel(QWidget):
             self.list_devices()
         super().showEvent(event)
 
-    @Slot()
-    def list_devices(self) -> None:
-        """Fill the picker from PortAudio; without it, say why and (for the microphone) disable Start."""
+    def list_devices(self, rescan: bool = False) -> None:
+        """Fill the picker from PortAudio; without it, say why and (for the microphone) disable Start. ``rescan``
+        (the refresh button) finds devices that appeared since PortAudio started; only while idle."""
         self._devices_listed = True
+        rescan = rescan and self.state is PanelState.IDLE
         chosen = self.device_combo.currentData()
         self.device_combo.clear()
         self.device_combo.addItem("System default", None)
         try:
-            devices = list_input_devices()
+            devices = list_input_devices(rescan=True) if rescan else list_input_devices()
         except AudioInputError as error:
             self._microphone_problem = str(error)
             self._show_message(f"No microphone: {error}")
@@ -345,18 +397,42 @@ class DictationPanel(QWidget):
     def start(self) -> None:
         if not self.can_start():
             return
+        output = None
+        if self.output_mode is not None:
+            # Made here, not on the session thread: a refusal (no X11, no clipboard tool) is said at once, and a
+            # push-to-talk key already down holds the typing from the first final on.
+            try:
+                number, reports = self._session_numbers + 1, self.reports
+                output = DesktopTextOutput(
+                    self.output_mode,
+                    # On the output's thread: reported to the main thread, as the engine's events are.
+                    on_error=lambda text: reports.arrived((number, _status_event(f"Typing: {text}"))),
+                )
+            except DesktopError as error:
+                self._show_message(str(error))
+                self.message.emit(f"Dictation: {error}")
+                return
+            if self._hotkey_down:
+                output.hold()
         if self._saved:
             self.clear()  # the previous session is kept in the queue: a new one begins
         self._session_numbers += 1
         session = self._session = _Session(self._session_numbers, self._recorded_seconds())
+        session.output = output
         session.thread = threading.Thread(
             target=_run_session,
-            args=(session, self.relay, self._source_factory or microphone_source, self.selected_device(), self.options),
+            args=(
+                session,
+                self.reports,
+                self._source_factory or microphone_source,
+                self.selected_device(),
+                self.options,
+            ),
             name="dictation-session",
             daemon=True,  # a wedged audio driver must not keep the process alive after the window closed
         )
         self._run_has_final = False
-        self._show_message("")
+        self._show_message(output.notice if output is not None and output.notice else "")
         self._set_status("Loading model…")
         self._set_state(PanelState.LOADING)
         session.thread.start()
@@ -368,15 +444,18 @@ class DictationPanel(QWidget):
             return
         self._set_status("Finishing…")
         self._set_state(PanelState.STOPPING)
-        session.stop_requested.set()
+        session.stop_requested.cancel()
 
     def shutdown(self, timeout: float = JOIN_TIMEOUT_S) -> None:
         """Stop and wait for the session thread (the window is closing). An unsaved session is lost."""
         self._meter_timer.stop()
+        self.set_hotkey(None)
+        if self._indicator is not None:
+            self._indicator.close()
         session = self._session
         if session is None:
             return
-        session.stop_requested.set()
+        session.stop_requested.cancel()
         if session.thread is not None:
             session.thread.join(timeout)
             if session.thread.is_alive():
@@ -390,8 +469,9 @@ class DictationPanel(QWidget):
         self._set_status("Listening")
         self._set_state(PanelState.RUNNING)
 
-    @Slot(int, object)
-    def _on_finished(self, number: int, error: str | None) -> None:
+    @Slot(object)
+    def _on_finished(self, report: tuple[int, str | None]) -> None:
+        number, error = report
         session = self._session
         if session is None or number != session.number:
             return
@@ -410,8 +490,9 @@ class DictationPanel(QWidget):
             self._show_message(error)
             self.message.emit(f"Dictation: {error}")
 
-    @Slot(int, object)
-    def _on_event(self, number: int, event: DictationEvent) -> None:
+    @Slot(object)
+    def _on_event(self, report: tuple[int, DictationEvent]) -> None:
+        number, event = report
         session = self._session
         if session is None or number != session.number:
             return
@@ -425,6 +506,7 @@ class DictationPanel(QWidget):
 
     def _set_state(self, state: PanelState) -> None:
         self.state = state
+        self._update_indicator()
         if state is PanelState.RUNNING:
             self._meter_timer.start()
         elif state is PanelState.IDLE:
@@ -611,3 +693,102 @@ class DictationPanel(QWidget):
         self._show_message(f"Saved {where}")
         self.saved.emit(saved)
         return saved
+
+    # ------------------------------------------------------------------------------------------- other programs
+
+    def set_output_mode(self, mode: OutputMode | None) -> None:
+        """Where finals go besides the panel (from the next Start): typed, copied, or nowhere else (None)."""
+        self.output_combo.setCurrentIndex(max(0, self.output_combo.findData(mode)))
+        self.output_mode = mode
+
+    @Slot()
+    def _output_chosen(self) -> None:
+        self.output_mode = self.output_combo.currentData()
+        self._emit_desktop_settings()
+
+    def set_hotkey(self, keys: str | None, mode: HotkeyMode = "toggle") -> str | None:
+        """Listen for ``keys`` ("ctrl+alt+d") system-wide, or for nothing (None or ""). Returns the problem in
+        words when the hotkey cannot be had (it is then off), else None."""
+        if self.hotkey is not None:
+            self.hotkey.stop()
+            self.hotkey = None
+        self._hotkey_down = False
+        self.hotkey_mode = mode
+        for widget, value in ((self.hotkey_edit, keys or ""), (self.hotkey_mode_combo, mode)):
+            widget.blockSignals(True)
+            if isinstance(widget, QLineEdit):
+                widget.setText(str(value))
+            else:
+                widget.setCurrentIndex(max(0, widget.findData(value)))
+            widget.blockSignals(False)
+        if not keys:
+            return None
+        try:
+            hotkey = GlobalHotkey(keys, self)
+            hotkey.start()
+        except DesktopError as error:
+            self._show_message(f"Hotkey off: {error}")
+            return str(error)
+        hotkey.pressed.connect(self._hotkey_pressed)
+        hotkey.released.connect(self._hotkey_released)
+        self.hotkey = hotkey
+        self._show_message("")
+        return None
+
+    @Slot()
+    def _hotkey_edited(self) -> None:
+        keys = self.hotkey_edit.text().strip() or None
+        mode: HotkeyMode = "push" if self.hotkey_mode_combo.currentData() == "push" else "toggle"
+        current = self.hotkey.hotkey.text if self.hotkey is not None else None
+        if keys == current and mode == self.hotkey_mode:
+            return
+        self.set_hotkey(keys, mode)
+        self._emit_desktop_settings()
+
+    def _emit_desktop_settings(self) -> None:
+        keys = self.hotkey_edit.text().strip() or None
+        self.desktop_settings_changed.emit(self.output_mode, keys, self.hotkey_mode)
+
+    @Slot()
+    def _hotkey_pressed(self) -> None:
+        self._hotkey_down = True
+        session = self._session
+        if session is not None and session.output is not None:
+            session.output.hold()  # the hotkey's grab owns the keyboard until the key is released
+        if self.hotkey_mode == "push":
+            self.start()
+        else:
+            self.toggle()
+
+    @Slot()
+    def _hotkey_released(self) -> None:
+        self._hotkey_down = False
+        if self.hotkey_mode == "push":
+            self.stop()
+        session = self._session
+        if session is not None and session.output is not None:
+            session.output.release()
+
+    def indicator_visible(self) -> bool:
+        return self._indicator is not None and self._indicator.isVisible()
+
+    def _update_indicator(self) -> None:
+        """The badge shows while listening for another program: with a hotkey, or text going elsewhere."""
+        listening = self.state in (PanelState.LOADING, PanelState.RUNNING)
+        wanted = listening and (self.hotkey is not None or self.output_mode is not None)
+        if wanted:
+            if self._indicator is None:
+                self._indicator = ListeningIndicator()
+            hint = (
+                f" · {self.hotkey.hotkey.text} stops"
+                if self.hotkey is not None and self.hotkey_mode == "toggle"
+                else ""
+            )
+            self._indicator.set_text(f"● Listening{hint}")
+            self._indicator.show_near_bottom()
+        elif self._indicator is not None:
+            self._indicator.hide()
+
+
+def _status_event(text: str) -> DictationEvent:
+    return DictationEvent(type="status", text=text, start=0.0, end=0.0, emitted_at=0.0)

@@ -1,8 +1,8 @@
 """The GPU panel: live GPU (or CPU and RAM) readings, a 10-minute history graph, and the running job's speed.
 
-Threading: :class:`GpuStatsSampler` reads NVML on its own thread and hands each snapshot to
-``SnapshotRelay.arrived.emit``. The relay lives on the main thread, so Qt queues the emission and the panel's
-slot runs on the main thread: the sampler thread never touches a widget. Per snapshot the main thread only
+Threading: :class:`GpuStatsSampler` reads NVML on its own thread and hands each snapshot to a callable from
+:func:`app.gui.main_thread.deliver_on_main_thread`, so the panel's slot runs on the main thread: the sampler
+thread never touches a widget. Per snapshot the main thread only
 sets a few label texts, appends one point to a bounded deque and schedules a repaint of the graph; NVML calls,
 the pynvml import and psutil all stay on the sampler thread.
 """
@@ -14,13 +14,14 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from PySide6.QtCore import QLineF, QObject, QPointF, QRectF, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, Qt, Slot
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.export import clock
-from app.core.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
-from app.core.worker import JobEvent
+from app.core.engine.export import clock
+from app.core.gpu.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
+from app.core.queue.worker import JobEvent
+from app.gui.main_thread import deliver_on_main_thread
 
 HISTORY_SECONDS = 600.0  # the graph shows the last 10 minutes
 GRAPHED_GPU = 0  # the engine's "cuda" device is GPU 0, so that is the card a job loads
@@ -164,12 +165,6 @@ def _reading_label(accessible_name: str) -> QLabel:
 # ------------------------------------------------------------------------------------------------ widgets
 
 
-class SnapshotRelay(QObject):
-    """Carries snapshots from the sampler thread to the main thread (a queued cross-thread emission)."""
-
-    arrived = Signal(object)  # StatsSnapshot
-
-
 class HistoryGraph(QWidget):
     """The last :data:`HISTORY_SECONDS` of up to three series on a 0–100 scale, painted with QPainter.
 
@@ -281,10 +276,8 @@ class GpuPanel(QWidget):
         self._details: list[str] = []  # the full lines, for the status-bar label's tooltip
         self._job_compact = ""
 
-        # Parentless, so Python owns it, and the sampler's callback holds a reference (see start()): an
-        # emission racing the panel's deletion reaches a live relay whose dead receiver Qt has disconnected.
-        self.relay = SnapshotRelay()
-        self.relay.arrived.connect(self.show_snapshot)
+        # For the sampler thread; a snapshot racing the panel's deletion is dropped (Qt disconnects a dead receiver).
+        self.deliver_snapshot = deliver_on_main_thread(self.show_snapshot)
 
         self.reason_label = _reading_label("Why there are no GPU statistics")
         self.reason_label.hide()
@@ -336,12 +329,7 @@ class GpuPanel(QWidget):
 
     def start(self) -> None:
         """Start sampling (NVML is opened on the sampler thread, so the main thread never waits on it)."""
-        relay = self.relay
-
-        def deliver(snapshot: StatsSnapshot) -> None:  # runs on the sampler thread: no widget is touched
-            relay.arrived.emit(snapshot)
-
-        self.sampler.start(deliver, self.interval)
+        self.sampler.start(self.deliver_snapshot, self.interval)
 
     def stop(self) -> None:
         """Stop the sampler thread and release NVML; safe to call twice."""

@@ -15,22 +15,26 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__
-from app.core.jobs import JobStore
+from app.core.config.settings import SettingsStore
+from app.core.errors import ScribaError
 from app.core.paths import config_dir
-from app.core.settings import SettingsStore
+from app.core.queue.jobs import JobStore
+from app.gui.error_dialog import show_error
 from app.resources import icon_path
 
 log = logging.getLogger(__name__)
 
 
 class CrashReporter(QObject):
-    """Shows an unexpected exception in a dialog (and writes it to crash.log) instead of exiting silently.
+    """Shows an unexpected exception in a dialog (and writes it to crash.log) instead of exiting silently; a
+    :class:`ScribaError` that escapes is no bug: its one line goes to the error dialog, and nothing to crash.log.
 
     Exceptions from other threads arrive through a queued signal, so the dialog is always built on the
     main thread.
     """
 
     crashed = Signal(str)
+    user_error = Signal(str)
 
     def __init__(self, log_path: Path) -> None:
         super().__init__()
@@ -38,12 +42,18 @@ class CrashReporter(QObject):
         self.reports: list[str] = []
         self._dialogs: list[QMessageBox] = []  # a parentless dialog needs a Python reference to stay alive
         self.crashed.connect(self._show, Qt.ConnectionType.QueuedConnection)
+        self.user_error.connect(lambda text: show_error(None, "Scriba", text), Qt.ConnectionType.QueuedConnection)
 
     def install(self) -> None:
         sys.excepthook = self._excepthook
         threading.excepthook = self._thread_excepthook
 
     def _excepthook(self, kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+        if isinstance(value, ScribaError):
+            # Written for the user, not a bug: its one line in the error dialog, and nothing in crash.log.
+            log.warning("%s", value)
+            self.user_error.emit(str(value))
+            return
         text = "".join(traceback.format_exception(kind, value, trace))
         self._record(text)
         self.crashed.emit(text)
@@ -87,6 +97,13 @@ def create_application(argv: list[str] | None = None) -> QApplication:
 
 def run_gui(data_dir: Path, open_files: list[Path] | None = None) -> int:
     app = create_application()
+    from app.gui.single_instance import InstanceServer, hand_over, server_name
+
+    instance_name = server_name(data_dir)
+    if hand_over(instance_name, open_files or []):
+        # A window is already open on this queue: it took the files (and comes to the front); no second one.
+        print("Scriba is already open; " + (f"{len(open_files)} file(s) handed to it." if open_files else "shown."))
+        return 0
     try:
         store = JobStore(data_dir)
     except Exception as error:
@@ -102,6 +119,10 @@ def run_gui(data_dir: Path, open_files: list[Path] | None = None) -> int:
 
     window = MainWindow(store, SettingsStore(config_dir()))
     window.show()
+    instance_server = InstanceServer(instance_name, window)
+    instance_server.files_received.connect(window.files_from_another_launch)
+    if not instance_server.listen():
+        log.warning("a second launch will open a second window: %s", instance_server.server.errorString())
     if open_files:
         window.add_paths(open_files)
     code = app.exec()

@@ -6,12 +6,12 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
-from app.core.export import clock
-from app.core.jobs import Job, JobState
-from app.core.worker import JobEvent
+from app.core.engine.export import clock
+from app.core.queue.jobs import Job, JobState
+from app.core.queue.worker import JobEvent
 
 COLUMNS = ("File", "Duration", "State", "Progress", "Speed", "ETA")
 PROGRESS_COLUMN = COLUMNS.index("Progress")
@@ -22,10 +22,39 @@ _STATE_COLOURS = {
     JobState.CANCELLED: QColor("#757575"),
     JobState.RUNNING: QColor("#1565c0"),
 }
+# The same meanings, light enough to read on a dark theme's base.
+_DARK_THEME_STATE_COLOURS = {
+    JobState.DONE: QColor("#81c784"),
+    JobState.FAILED: QColor("#ef9a9a"),
+    JobState.CANCELLED: QColor("#bdbdbd"),
+    JobState.RUNNING: QColor("#90caf9"),
+}
 # Done, but part of the recording is not in the transcript (a file damaged part-way): not a plain success.
 PARTIAL_COLOUR = QColor("#e65100")
+DARK_THEME_PARTIAL_COLOUR = QColor("#ffb74d")
+
+
+def state_colour(job: Job) -> QColor | None:
+    """The state column's colour for the palette in use (light or dark theme)."""
+    dark_theme = QApplication.palette().color(QPalette.ColorRole.Base).lightness() < 128
+    if job.partial:
+        return DARK_THEME_PARTIAL_COLOUR if dark_theme else PARTIAL_COLOUR
+    return (_DARK_THEME_STATE_COLOURS if dark_theme else _STATE_COLOURS).get(job.state)
+
 
 AnyIndex = QModelIndex | QPersistentModelIndex
+
+# The engine's stage names (app.core.engine.pipeline) as a person reads them in the queue.
+STAGE_NAMES = {
+    "decode": "decoding",
+    "transcribe": "transcribing",
+    "diarize": "finding speakers",
+    "merge": "putting it together",
+}
+
+
+def stage_text(stage: str) -> str:
+    return STAGE_NAMES.get(stage, stage)
 
 
 def format_duration(seconds: float | None) -> str:
@@ -61,9 +90,11 @@ class QueueModel(QAbstractTableModel):
             if column == 2:
                 if job.partial:
                     return "done — partial"
-                return job.state.value + (
-                    " (cancelling)" if job.cancel_requested and job.state is JobState.RUNNING else ""
-                )
+                if job.state is JobState.RUNNING and job.cancel_requested:
+                    return "running (cancelling)"
+                if job.state is JobState.RUNNING and job.stage:
+                    return f"running — {stage_text(job.stage)}"  # which step the time goes to
+                return job.state.value
             if column == PROGRESS_COLUMN:
                 return f"{job.progress:.0%}"
             if column == 4:
@@ -81,7 +112,7 @@ class QueueModel(QAbstractTableModel):
                 lines.append(job.note)
             return "\n".join(lines)
         if role == Qt.ItemDataRole.ForegroundRole and column == 2:
-            return PARTIAL_COLOUR if job.partial else _STATE_COLOURS.get(job.state)
+            return state_colour(job)
         return None
 
     def row_of(self, job_id: int) -> int | None:
@@ -131,12 +162,13 @@ class ProgressDelegate(QStyledItemDelegate):
             super().paint(painter, option, index)
             return
         bar = QStyleOptionProgressBar()
-        bar.rect = option.rect.adjusted(2, 3, -2, -3)  # type: ignore[attr-defined]
+        bar.rect = option.rect.adjusted(2, 3, -2, -3)
         bar.minimum = 0
         bar.maximum = 1000
         bar.progress = int(1000 * float(index.data(Qt.ItemDataRole.UserRole) or 0.0))
         bar.text = str(index.data(Qt.ItemDataRole.DisplayRole))
         bar.textVisible = True
-        bar.state = option.state  # type: ignore[attr-defined]
-        style = option.widget.style() if option.widget else QApplication.style()  # type: ignore[attr-defined]
+        # Without State_Horizontal, Qt 6 styles draw the bar as a vertical one (filling from the bottom up).
+        bar.state = option.state | QStyle.StateFlag.State_Horizontal
+        style = option.widget.style() if option.widget else QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter)

@@ -3,6 +3,9 @@ with the Hugging Face token kept in the keyring)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -19,9 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.export import FORMATS
-from app.core.models import CATALOG
-from app.core.settings import Settings
+from app.core.config.settings import Settings
+from app.core.engine.export import FORMATS
+from app.core.engine.models import CATALOG, installed_models
+from app.gui.job_safety import ask_first
+from app.gui.models_dialog import ModelsDialog
 from app.gui.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
@@ -29,18 +34,37 @@ AUTOMATIC = "Automatic"
 
 class SettingsDialog(QDialog):
     def __init__(
-        self, settings: Settings, token_stored: bool, parent: QWidget | None = None, endpoint: str | None = None
+        self,
+        settings: Settings,
+        token_stored: bool,
+        parent: QWidget | None = None,
+        endpoint: str | None = None,
+        models_cache: Path | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Scriba settings")
         self._settings = settings
+        self._models_cache = models_cache
+        self._endpoint = endpoint
         self.token_cleared = False
 
         self.model = QComboBox()
         self.model.setEditable(True)  # a CTranslate2 folder path is accepted too
         self.model.addItem(AUTOMATIC)
         self.model.addItems(list(CATALOG))
+        on_disk = {model.name for model in installed_models(models_cache)}
+        for index, (name, entry) in enumerate(CATALOG.items(), start=1):
+            languages = "multilingual" if entry.multilingual else "English only"
+            where = "on disk" if name in on_disk else f"not downloaded ({entry.size_mb:,} MB)"
+            self.model.setItemData(index, f"{languages}; {where}", Qt.ItemDataRole.ToolTipRole)
         self.model.setCurrentText(settings.model or AUTOMATIC)
+        self.manage_models = QPushButton("Models…")
+        self.manage_models.setToolTip("what is on disk, sizes, languages and speed; download and remove")
+        self.manage_models.clicked.connect(lambda: self.open_models(None))
+        self.models_dialog: ModelsDialog | None = None
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model, 1)
+        model_row.addWidget(self.manage_models)
         self.device = QComboBox()
         self.device.addItems(["auto", "cpu", "cuda"])
         self.device.setCurrentText(settings.device)
@@ -72,9 +96,9 @@ class SettingsDialog(QDialog):
         output.addWidget(browse)
         self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
         format_row = QHBoxLayout()
-        for fmt, box in self.formats.items():
-            box.setChecked(fmt in settings.formats)
-            format_row.addWidget(box)
+        for fmt, check in self.formats.items():
+            check.setChecked(fmt in settings.formats)
+            format_row.addWidget(check)
 
         self.speaker_detection = SpeakerDetectionSection(token_stored, settings.diarizer, endpoint)
         self.token = self.speaker_detection.token
@@ -82,7 +106,7 @@ class SettingsDialog(QDialog):
         self._clear_button.clicked.connect(self._clear_token)
 
         form = QFormLayout()
-        form.addRow("Model", self.model)
+        form.addRow("Model", model_row)
         form.addRow("Device", self.device)
         form.addRow("Compute type", self.compute_type)
         form.addRow("Language", self.language)
@@ -99,6 +123,30 @@ class SettingsDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.speaker_detection)
         layout.addWidget(buttons)
+
+    def open_models(self, download: str | None) -> ModelsDialog:
+        """Open the model manager (window-modal, so Settings waits for it); with ``download``, start that one."""
+        chosen = self.model.currentText().strip()
+        self.models_dialog = ModelsDialog(
+            self, select=download or chosen, cache=self._models_cache, endpoint=self._endpoint
+        )
+        if download is not None:
+            self.models_dialog.download(download)
+        self.models_dialog.open()
+        return self.models_dialog
+
+    def accept(self) -> None:
+        """A catalog model that is not on disk is offered for download here, not found missing when a job runs."""
+        name = self.model.currentText().strip()
+        if name in CATALOG and not any(model.name == name for model in installed_models(self._models_cache)):
+            text = (
+                f"{name} is not on this computer yet ({CATALOG[name].size_mb:,} MB to download). "
+                "Download it now? Jobs need it before they can run."
+            )
+            if ask_first(self, "Model not downloaded", text, "Download"):
+                self.open_models(name).finished.connect(lambda _result: super(SettingsDialog, self).accept())
+                return
+        super().accept()
 
     def done(self, result: int) -> None:
         self.speaker_detection.cancel()  # a download in progress stops with the dialog; it resumes next time

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
@@ -18,7 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.cancel import CancelToken
-from app.core.diarize.pyannote_models import PYANNOTE_SIZE_MB, TERMS_URL, TOKENS_URL
+from app.core.engine.diarize.pyannote_models import PYANNOTE_SIZE_MB, TERMS_URL, TOKENS_URL
+from app.core.secrets import keyring_problem
+from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
 
 EXPLANATION = (
     "Scriba labels speakers with its built-in diarizer out of the box. pyannote's <i>community-1</i> separates "
@@ -30,12 +33,6 @@ EXPLANATION = (
     "After that pyannote runs on this computer, offline, without the token. The token is kept in your system "
     "keyring, never in a settings file, and is not shown again."
 )
-
-
-class _DownloadSignals(QObject):
-    progress = Signal(int, int)  # bytes done, bytes in all (as kB: Qt's int is 32-bit)
-    failed = Signal(str, str)  # kind, message
-    done = Signal(str)  # the pipeline's folder
 
 
 class SpeakerDetectionSection(QGroupBox):
@@ -53,10 +50,8 @@ class SpeakerDetectionSection(QGroupBox):
         self._diarizer = diarizer
         self._thread: threading.Thread | None = None
         self._cancel = CancelToken()
-        self.signals = _DownloadSignals(self)
-        self.signals.progress.connect(self._on_progress)
-        self.signals.failed.connect(self._on_failed)
-        self.signals.done.connect(self._on_done)
+        # For the download thread: (kB done, kB in all), as the progress bar takes them.
+        self._deliver_progress = deliver_on_main_thread(self._on_progress)
 
         explanation = QLabel(EXPLANATION)
         explanation.setWordWrap(True)
@@ -84,13 +79,26 @@ class SpeakerDetectionSection(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addWidget(explanation)
         layout.addLayout(token_row)
+        # Said before a token is typed: without a keyring backend (common on Linux outside a desktop session)
+        # the token works for this download but cannot be kept, and the user should know what to install.
+        self.keyring_note = QLabel("")
+        self.keyring_note.setWordWrap(True)
+        self.keyring_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        problem = keyring_problem()
+        self.keyring_note.setVisible(problem is not None)
+        if problem is not None:
+            self.keyring_note.setText(
+                f"<b>Your token cannot be remembered on this computer:</b> {problem[:1].upper()}{problem[1:]} "
+                "Until then a token typed here is used for <i>Check and download</i> and then forgotten."
+            )
+        layout.addWidget(self.keyring_note)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addWidget(self.backend)
         self.show_backend()
 
     def show_backend(self) -> None:
-        from app.core.diarize import DiarizerOptions, choose_backend
+        from app.core.engine.diarize import DiarizerOptions, choose_backend
 
         if self._diarizer not in ("auto", "pyannote", "embedded"):
             self._diarizer = "auto"
@@ -107,7 +115,7 @@ class SpeakerDetectionSection(QGroupBox):
         return huggingface_token()[0]
 
     def check_and_download(self) -> None:
-        """Start the check and the download in a background thread; results arrive as signals."""
+        """Start the check and the download in a background thread; its result arrives on the main thread."""
         if self._thread is not None and self._thread.is_alive():
             return
         token = self._token_now()
@@ -116,40 +124,44 @@ class SpeakerDetectionSection(QGroupBox):
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)  # busy until the size is known
         self.status.setText("Checking the token and the access to community-1…")
-        self._thread = threading.Thread(
-            target=self._work, args=(token, self._cancel), name="pyannote-download", daemon=True
+        cancel = self._cancel
+        self._thread = run_off_main_thread(
+            lambda: self._download(token, cancel), self._on_done, self._on_error, name="pyannote-download"
         )
-        self._thread.start()
 
     def cancel(self) -> None:
         """Stop a running download (the dialog closes); what arrived stays for the next attempt."""
         self._cancel.cancel()
 
-    def _work(self, token: str | None, cancel: CancelToken) -> None:
-        from app.core.diarize.pyannote_models import PyannoteAccessError, download_pipeline
+    def _download(self, token: str | None, cancel: CancelToken) -> Path:
+        """On the download thread: no widget is touched; (kB: Qt's int is 32-bit)."""
+        from app.core.engine.diarize.pyannote_models import download_pipeline
+
+        deliver = self._deliver_progress
+        return download_pipeline(
+            token,
+            progress=lambda done, total: deliver((done // 1024, total // 1024)),
+            cancel=cancel,
+            endpoint=self._endpoint,
+        )
+
+    def _on_error(self, error: Exception) -> None:
+        from app.core.engine.diarize.pyannote_models import PyannoteAccessError
         from app.core.errors import CancelledError
 
-        try:
-            path = download_pipeline(
-                token,
-                progress=lambda done, total: self.signals.progress.emit(done // 1024, total // 1024),
-                cancel=cancel,
-                endpoint=self._endpoint,
-            )
-        except CancelledError:
+        if isinstance(error, CancelledError):
             return  # the dialog is closing: nobody to tell
-        except PyannoteAccessError as error:
-            self.signals.failed.emit(error.kind, str(error))
-        except Exception as error:  # shown in the dialog, never a traceback
-            self.signals.failed.emit("hub", f"{type(error).__name__}: {error}")
-        else:
-            self.signals.done.emit(str(path))
+        if isinstance(error, PyannoteAccessError):
+            self._on_failed(error.kind, str(error))
+        else:  # shown in the dialog, never a traceback
+            self._on_failed("hub", f"{type(error).__name__}: {error}")
 
     def wait(self, timeout: float = 30.0) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def _on_progress(self, done_kb: int, total_kb: int) -> None:
+    def _on_progress(self, sizes: tuple[int, int]) -> None:
+        done_kb, total_kb = sizes
         self.progress.setRange(0, max(total_kb, 1))
         self.progress.setValue(done_kb)
         self.status.setText(f"Downloading: {done_kb / 1024:.1f} of {total_kb / 1024:.1f} MB")
@@ -162,7 +174,7 @@ class SpeakerDetectionSection(QGroupBox):
             message = message.replace(TERMS_URL, f'<a href="{TERMS_URL}">{TERMS_URL}</a>')
         self.status.setText(f"<b>Not downloaded:</b> {message[:1].upper()}{message[1:]}.")
 
-    def _on_done(self, path: str) -> None:
+    def _on_done(self, path: Path) -> None:
         self.check_button.setEnabled(True)
         self.progress.setVisible(False)
         self.status.setProperty("kind", "done")

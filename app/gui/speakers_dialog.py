@@ -1,12 +1,13 @@
 """Known speakers in the window: the library dialog (list, rename, merge, forget) and "Remember this speaker…".
 
-The library and the matching live in :mod:`app.core.speakers`; this module only shows and forwards.
+The library and the matching live in :mod:`app.core.engine.speakers`; this module only shows and forwards.
 Enrollment decodes the job's audio and runs the speaker encoder, so it runs on a thread of its own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import (
@@ -24,8 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.engine.speakers import RECOMMENDED_SPEECH_S, SpeakerLibrary
 from app.core.errors import ScribaError
-from app.core.speakers import RECOMMENDED_SPEECH_S, SpeakerLibrary
+from app.gui.error_dialog import show_error
+
+if TYPE_CHECKING:
+    from app.gui.window import MainWindow
 
 NAME_ROLE = Qt.ItemDataRole.UserRole  # the list item's speaker name, apart from its displayed text
 
@@ -170,9 +175,9 @@ class RememberSpeaker(QThread):
         self.library_dir, self.name, self.source, self.turns, self.speaker = library_dir, name, source, turns, speaker
 
     def run(self) -> None:
-        from app.core.audio import decode_audio
-        from app.core.diarize.encoder import SpeakerEncoder
-        from app.core.speakers import enroll_from_turns
+        from app.core.engine.audio import decode_audio
+        from app.core.engine.diarize.encoder import SpeakerEncoder
+        from app.core.engine.speakers import enroll_from_turns
 
         try:
             library = SpeakerLibrary.load(self.library_dir)
@@ -193,3 +198,41 @@ class RememberSpeaker(QThread):
             f"Scriba will name {known.name} in new transcripts ({len(known.samples)} sample(s), "
             f"{known.seconds:.1f} s of speech).{advice}"
         )
+
+
+def remember_speaker(window: MainWindow, speaker: str, name: str | None = None) -> RememberSpeaker | None:
+    """Enroll ``speaker`` of the transcript the window shows, under the name it has (asked for when it has none);
+    the voice is measured on a thread of its own and the window's status bar says how it went."""
+    from app.core.engine.speakers import check_name
+
+    view = window.transcript_view
+    transcript, job_id = view.transcript, view.job_id
+    if not speaker or transcript is None or job_id is None or transcript.diarization is None:
+        return None
+    if name is None:
+        suggestion = "" if speaker.startswith("SPEAKER_") else speaker
+        name, accepted = QInputDialog.getText(
+            window, "Remember this speaker", f"Name {speaker}'s voice in new transcripts as:", text=suggestion
+        )
+        if not accepted:
+            return None
+
+    def failed(text: str) -> None:
+        window.statusBar().clearMessage()
+        show_error(window, "Scriba: remember speaker", text)
+
+    try:
+        name = check_name(name)
+    except ScribaError as error:
+        failed(str(error))
+        return None
+    source = window.store.get(job_id).source
+    turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
+    thread = RememberSpeaker(window.store.directory, name, source, turns, speaker, window)
+    thread.done.connect(lambda text: window.statusBar().showMessage(text, 15000))
+    thread.failed.connect(failed)
+    thread.finished.connect(lambda: window.remember_threads.remove(thread))
+    window.remember_threads.append(thread)
+    window.statusBar().showMessage(f"Remembering {name}'s voice…")
+    thread.start()
+    return thread

@@ -1,45 +1,68 @@
-"""The transcript of the selected job: segments coloured by speaker, click to play, edit, search, rename."""
+"""The transcript of the selected job as a document to read, play and correct, with one undo history.
+
+Every change (typed words, a speaker moved, renamed, split or merged, a replace-all) is a new
+:class:`Transcript` pushed on a QUndoStack and emitted as ``transcript_edited`` (the window saves it at once,
+so edits survive a restart and reach every export).
+"""
 
 from __future__ import annotations
 
-import bisect
 import html
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSignalBlocker, Qt, QUrl, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QKeySequence, QShortcut, QTextCursor, QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QInputDialog,
     QLabel,
     QLineEdit,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
+    QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
-from app.core.transcript import Transcript
+from app.core.engine.transcript import Transcript
+from app.core.engine.transcript_edit import (
+    Paragraph,
+    assign_speaker,
+    edit_paragraph,
+    merge_with_previous,
+    paragraphs,
+    replace_all,
+    split_paragraph,
+)
 from app.gui.queue_model import format_duration
+from app.gui.speaker_timeline import SpeakerTimeline
+from app.gui.transcript_editor import TranscriptEditor
 
-# Light tints that keep black text readable; speakers beyond the list reuse it in order.
-SPEAKER_COLOURS = ("#dbeafe", "#fde2e4", "#dcfce7", "#fef3c7", "#ede9fe", "#cffafe", "#fce7f3", "#e5e7eb")
-PLAYING_COLOUR = "#ffd54f"
+if TYPE_CHECKING:  # QtMultimedia itself is imported on first playback (it starts FFmpeg and the audio backend)
+    from PySide6.QtMultimedia import QAudioOutput, QMediaPlayer
 
-TIME, SPEAKER, TEXT = range(3)
+PLAYBACK_SPEEDS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
 
-def speaker_colour(speakers: tuple[str, ...], speaker: str | None) -> QColor:
-    if speaker is None or speaker not in speakers:
-        return QColor("#ffffff")
-    return QColor(SPEAKER_COLOURS[speakers.index(speaker) % len(SPEAKER_COLOURS)])
+class TranscriptChange(QUndoCommand):
+    """One edit: the transcript before and after (transcripts are immutable, so this is all undo needs)."""
+
+    def __init__(self, view: TranscriptView, before: Transcript, after: Transcript, text: str) -> None:
+        super().__init__(text)
+        self.view, self.before, self.after = view, before, after
+
+    def redo(self) -> None:
+        self.view.apply(self.after)
+
+    def undo(self) -> None:
+        self.view.apply(self.before)
 
 
 class TranscriptView(QWidget):
-    """Shows one transcript. Edits (text, speaker names) are emitted as a whole new :class:`Transcript`."""
+    """Shows one transcript. Every edit is emitted as a whole new :class:`Transcript`."""
 
     transcript_edited = Signal(object)  # Transcript
     remember_requested = Signal(str)  # a speaker label: enroll that voice in the known-speaker library
@@ -47,61 +70,113 @@ class TranscriptView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.transcript: Transcript | None = None
+        self.paragraphs: list[Paragraph] = []
         self.job_id: int | None = None
-        self._starts: list[float] = []
-        self._playing_row: int | None = None
-        self._player: object | None = None
-        self._audio_output: object | None = None
+        self._player: QMediaPlayer | None = None  # made on first use (see _ensure_player)
+        self._audio_output: QAudioOutput | None = None
         self._media_source: Path | None = None
         self._pending_position: int | None = None  # a seek asked for before the media finished loading
+        self.undo_stack = QUndoStack(self)
 
         self.title = QLabel("Select a finished job to read its transcript.")
         self.title.setWordWrap(True)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search the transcript (Enter: next match)")
+        self.search.setPlaceholderText("Find (Enter: next match)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._search_changed)
         self.search.returnPressed.connect(self.find_next)
         self.match_label = QLabel("")
+        self.replacement = QLineEdit()
+        self.replacement.setPlaceholderText("Replace with")
+        self.replace_button = QPushButton("Replace all")
+        self.replace_button.clicked.connect(self.replace_all)
+
         self.speaker_box = QComboBox()
         self.speaker_box.setToolTip("Speaker to rename")
-        self.rename_button = QPushButton("Rename speaker…")
+        self.rename_button = QPushButton("Rename…")
+        self.rename_button.setToolTip("Rename this speaker in every paragraph and export")
         self.rename_button.clicked.connect(self._ask_rename)
-        self.remember_button = QPushButton("Remember this speaker…")
+        self.remember_button = QPushButton("Remember…")
         self.remember_button.setToolTip("Name this voice in new transcripts too (voiceprint kept on this computer)")
         self.remember_button.clicked.connect(lambda: self.remember_requested.emit(self.speaker_box.currentText()))
+        self.target_speaker = QComboBox()
+        self.target_speaker.setEditable(True)
+        self.target_speaker.setToolTip("Who said the selected words (a new name adds a speaker)")
+        self.give_button = QPushButton("Give to")
+        self.give_button.setToolTip(
+            "The selected words (or, with no selection, the rest of the paragraph from the cursor: a split) "
+            "were said by the speaker beside (Ctrl+Return)"
+        )
+        self.give_button.clicked.connect(self.give_to_speaker)
+        self.merge_button = QPushButton("Merge up")
+        self.merge_button.setToolTip("The paragraph at the cursor joins the one before it, and its speaker")
+        self.merge_button.clicked.connect(self.merge_with_previous)
+
         self.play_button = QPushButton("Play")
-        self.play_button.setToolTip("Play or pause the audio (Ctrl+P)")
+        self.play_button.setToolTip("Play or pause the audio (Ctrl+P); click a word to play from it")
         self.play_button.clicked.connect(self.toggle_playback)
         QShortcut(QKeySequence("Ctrl+P"), self, self.toggle_playback)
+        self.speed_box = QComboBox()
+        self.speed_box.setToolTip("Playback speed")
+        for speed in PLAYBACK_SPEEDS:
+            self.speed_box.addItem(f"{speed:g}×", speed)
+        self.speed_box.setCurrentIndex(PLAYBACK_SPEEDS.index(1.0))
+        self.speed_box.currentIndexChanged.connect(self._speed_changed)
+        self.follow_box = QCheckBox("Follow playback")
+        self.follow_box.setToolTip("Keep the word being played in view")
+        self.follow_box.setChecked(True)
+        self.follow_box.toggled.connect(self._follow_changed)
 
-        self.table = QTableWidget(0, 3)
-        self.table.setHorizontalHeaderLabels(["Time", "Speaker", "Text"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(TIME, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(SPEAKER, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(TEXT, QHeaderView.ResizeMode.Stretch)
-        self.table.setWordWrap(True)
-        self.table.setEditTriggers(
-            QTableWidget.EditTrigger.DoubleClicked
-            | QTableWidget.EditTrigger.EditKeyPressed
-            | QTableWidget.EditTrigger.AnyKeyPressed
-        )
-        self.table.cellClicked.connect(self._cell_clicked)
-        self.table.itemChanged.connect(self._item_changed)
+        self.undo_action = QAction("Undo", self)
+        self.undo_action.setShortcut(QKeySequence.StandardKey.Undo)
+        self.undo_action.triggered.connect(self.undo)
+        self.redo_action = QAction("Redo", self)
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence(QKeySequence.StandardKey.Redo)])
+        self.redo_action.triggered.connect(self.redo)
+        self.undo_stack.canUndoChanged.connect(self.undo_action.setEnabled)
+        self.undo_stack.canRedoChanged.connect(self.redo_action.setEnabled)
+        # The menu says what would be undone ("Undo typing"); the tool bar keeps it short with the same action.
+        self.undo_stack.undoTextChanged.connect(lambda text: self.undo_action.setToolTip(f"Undo {text}".strip()))
+        self.undo_stack.redoTextChanged.connect(lambda text: self.redo_action.setToolTip(f"Redo {text}".strip()))
+        self.undo_action.setEnabled(False)
+        self.redo_action.setEnabled(False)
 
-        tools = QHBoxLayout()
-        tools.addWidget(self.search, 3)
-        tools.addWidget(self.match_label)
-        tools.addWidget(self.speaker_box, 1)
-        tools.addWidget(self.rename_button)
-        tools.addWidget(self.remember_button)
-        tools.addWidget(self.play_button)
+        self.timeline = SpeakerTimeline()
+        self.timeline.seek_requested.connect(self.play_from_seconds)
+        self.editor = TranscriptEditor()
+        self.editor.words_edited.connect(self._words_edited)
+        self.editor.word_clicked.connect(self.play_from_seconds)
+        self.editor.undo_requested.connect(self.undo)
+        self.editor.split_requested.connect(self.give_to_speaker)
+        self.editor.redo_requested.connect(self.redo)
+
+        find_row = QHBoxLayout()
+        find_row.addWidget(self.search, 2)
+        find_row.addWidget(self.match_label)
+        find_row.addWidget(self.replacement, 1)
+        find_row.addWidget(self.replace_button)
+        # A tool bar rather than a row of buttons: what does not fit a narrow window (800x600, the view beside
+        # the queue) goes into its » menu instead of making the window wider than the screen.
+        self.tools = QToolBar("Transcript")
+        self.tools.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for widget in (self.play_button, self.speed_box, self.follow_box):
+            self.tools.addWidget(widget)
+        self.tools.addSeparator()
+        self.tools.addAction(self.undo_action)
+        self.tools.addAction(self.redo_action)
+        self.tools.addSeparator()
+        for widget in (self.speaker_box, self.rename_button, self.remember_button):
+            self.tools.addWidget(widget)
+        self.tools.addSeparator()
+        for widget in (self.target_speaker, self.give_button, self.merge_button):
+            self.tools.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
-        layout.addLayout(tools)
-        layout.addWidget(self.table)
+        layout.addLayout(find_row)
+        layout.addWidget(self.tools)
+        layout.addWidget(self.timeline)
+        layout.addWidget(self.editor, 1)
         self._set_enabled(False)
 
     # ------------------------------------------------------------------------------------------- content
@@ -109,28 +184,46 @@ class TranscriptView(QWidget):
     def _set_enabled(self, enabled: bool) -> None:
         for widget in (
             self.search,
+            self.replacement,
+            self.replace_button,
             self.speaker_box,
             self.rename_button,
             self.remember_button,
+            self.target_speaker,
+            self.give_button,
+            self.merge_button,
             self.play_button,
-            self.table,
+            self.speed_box,
+            self.follow_box,
+            self.editor,
         ):
             widget.setEnabled(enabled)
 
+    def commit_pending(self) -> None:
+        """Typing not yet read back becomes an edit now (before the job changes or the window closes)."""
+        self.editor.commit_pending()
+
     def clear(self, message: str = "Select a finished job to read its transcript.") -> None:
+        self.commit_pending()
         self.stop_playback()
-        self.transcript, self.job_id = None, None
+        self.transcript, self.job_id, self.paragraphs = None, None, []
+        self.undo_stack.clear()
         self.title.setText(message)
-        with QSignalBlocker(self.table):
-            self.table.setRowCount(0)
+        self.editor.set_transcript(None, [])
+        self.timeline.set_paragraphs(0.0, [], self.editor.colour_of)
+        self.timeline.set_position(None)
         self.speaker_box.clear()
+        self.target_speaker.clear()
         self._set_enabled(False)
 
     def show_transcript(self, job_id: int, transcript: Transcript, media: Path | None = None) -> None:
+        self.commit_pending()
         if job_id != self.job_id:
             self.stop_playback()
+            self.undo_stack.clear()  # one history per transcript shown: undo never reaches into another job
+        elif transcript != self.transcript:
+            self.undo_stack.clear()  # the job was transcribed again: the old history describes another text
         self.job_id = job_id
-        self.transcript = transcript
         self._media_source = media
         speakers = f", {len(transcript.speakers)} speaker(s)" if transcript.speakers else ""
         who = ""
@@ -142,69 +235,71 @@ class TranscriptView(QWidget):
             f"<b>{html.escape(Path(transcript.source).name)}</b> — {format_duration(transcript.duration)}, "
             f"{transcript.language}, {transcript.model}{speakers}{who}"
         )
-        self._fill()
+        self._show(transcript)
         self._set_enabled(True)
-        self.rename_button.setEnabled(bool(transcript.speakers))
         # Enrollment needs the turns and the audio the transcript came from.
         self.remember_button.setEnabled(
             bool(transcript.speakers) and transcript.diarization is not None and media is not None
         )
 
-    def _fill(self) -> None:
-        transcript = self.transcript
-        assert transcript is not None
-        self._starts = [segment.start for segment in transcript.segments]
-        bold = QFont()
-        bold.setBold(True)
-        with QSignalBlocker(self.table):
-            self.table.setRowCount(len(transcript.segments))
-            for row, segment in enumerate(transcript.segments):
-                brush = QBrush(speaker_colour(transcript.speakers, segment.speaker))
-                time_item = QTableWidgetItem(format_duration(segment.start))
-                time_item.setFlags(time_item.flags() & ~Qt.ItemFlag.ItemIsEditable)
-                speaker_item = QTableWidgetItem(segment.speaker or "")
-                speaker_item.setFlags(speaker_item.flags() & ~Qt.ItemFlag.ItemIsEditable)
-                speaker_item.setFont(bold)
-                text_item = QTableWidgetItem(segment.text.strip())
-                for item in (time_item, speaker_item, text_item):
-                    item.setBackground(brush)
-                    item.setForeground(QBrush(QColor("#000000")))
-                self.table.setItem(row, TIME, time_item)
-                self.table.setItem(row, SPEAKER, speaker_item)
-                self.table.setItem(row, TEXT, text_item)
-            self.table.resizeRowsToContents()
-        current = self.speaker_box.currentText()
-        self.speaker_box.clear()
-        self.speaker_box.addItems(list(transcript.speakers))
-        if current in transcript.speakers:
-            self.speaker_box.setCurrentText(current)
-        self._playing_row = None
+    def _show(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+        self.paragraphs = paragraphs(transcript)
+        self.editor.set_transcript(transcript, self.paragraphs)
+        self.timeline.set_paragraphs(transcript.duration, self.paragraphs, self.editor.colour_of)
+        for box in (self.speaker_box, self.target_speaker):
+            current = box.currentText()
+            with QSignalBlocker(box):
+                box.clear()
+                box.addItems(list(transcript.speakers))
+                if current in transcript.speakers or box.isEditable():
+                    box.setCurrentText(current)
+        self.rename_button.setEnabled(bool(transcript.speakers))
         self._search_changed(self.search.text())
+
+    def apply(self, transcript: Transcript) -> None:
+        """Show an edited (or undone) transcript and hand it to be saved."""
+        self._show(transcript)
+        self.transcript_edited.emit(transcript)
+
+    def edit(self, description: str, changed: Transcript) -> bool:
+        """Make ``changed`` the transcript, as one step of the undo history."""
+        if self.transcript is None or changed == self.transcript:
+            return False
+        self.undo_stack.push(TranscriptChange(self, self.transcript, changed, description))
+        return True
+
+    def undo(self) -> None:
+        self.commit_pending()
+        self.undo_stack.undo()
+
+    def redo(self) -> None:
+        self.commit_pending()
+        self.undo_stack.redo()
 
     # ------------------------------------------------------------------------------------------- editing
 
-    def _item_changed(self, item: QTableWidgetItem) -> None:
-        if self.transcript is None or item.column() != TEXT:
+    def _words_edited(self, edited: dict[int, str]) -> None:
+        transcript = self.transcript
+        if transcript is None:
             return
-        row = item.row()
-        new_text = item.text().strip()
-        old = self.transcript.segments[row].text
-        if new_text == old.strip():
-            return
-        # Whisper's text starts with a space; keep that shape so the exports join segments the same way.
-        self.transcript = self.transcript.with_segment_text(row, (" " if old.startswith(" ") else "") + new_text)
-        self.transcript_edited.emit(self.transcript)
+        # From the last paragraph back: one that loses every word takes its segments with it, and the indices
+        # of the paragraphs before it stay right.
+        for number in sorted(edited, reverse=True):
+            if number < len(self.paragraphs):
+                transcript = edit_paragraph(transcript, self.paragraphs[number], edited[number])
+        if not self.edit("typing", transcript):
+            self.editor.set_transcript(self.transcript, self.paragraphs)  # nothing changed: drop stray formatting
 
     def rename_speaker(self, old: str, new: str) -> None:
         new = new.strip()
         if self.transcript is None or not new or new == old:
             return
+        self.commit_pending()
         # A name already in use merges the two labels: a legitimate correction when the diarizer split one
         # person in two.
-        self.transcript = self.transcript.rename_speaker(old, new)
-        self._fill()
-        self.speaker_box.setCurrentText(new)
-        self.transcript_edited.emit(self.transcript)
+        if self.edit(f"rename {old}", self.transcript.rename_speaker(old, new)):
+            self.speaker_box.setCurrentText(new)
 
     def _ask_rename(self) -> None:
         old = self.speaker_box.currentText()
@@ -214,38 +309,93 @@ class TranscriptView(QWidget):
         if accepted:
             self.rename_speaker(old, new)
 
+    def give_to_speaker(self, speaker: str | None = None) -> bool:
+        """The selected words were said by ``speaker`` (default: the one beside the button). Without a selection,
+        the paragraph is split at the cursor and its rest given to that speaker."""
+        self.commit_pending()
+        name = (speaker if isinstance(speaker, str) else self.target_speaker.currentText()).strip()
+        selected = self.editor.selected_words()
+        if self.transcript is None or not name or selected is None:
+            return False
+        (first_paragraph, first), (_, last) = selected
+        if self.editor.textCursor().hasSelection():
+            changed = assign_speaker(self.transcript, (first.segment, first.token), (last.segment, last.token), name)
+            return self.edit(f"words to {name}", changed)
+        paragraph = self.paragraphs[first_paragraph]
+        return self.edit(
+            f"split for {name}", split_paragraph(self.transcript, paragraph, (first.segment, first.token), name)
+        )
+
+    def merge_with_previous(self) -> bool:
+        self.commit_pending()
+        if self.transcript is None:
+            return False
+        number = self.editor.textCursor().blockNumber()
+        return self.edit("merge paragraphs", merge_with_previous(self.transcript, number))
+
+    def replace_all(self) -> int:
+        self.commit_pending()
+        needle = self.search.text()
+        if self.transcript is None or not needle:
+            return 0
+        changed, count = replace_all(self.transcript, needle, self.replacement.text())
+        self.edit(f"replace {needle!r}", changed)
+        self.match_label.setText(f"{count} replaced")
+        return count
+
     # ------------------------------------------------------------------------------------------- search
 
-    def matching_rows(self, text: str) -> list[int]:
+    def _match_ranges(self, text: str) -> list[tuple[int, int, int]]:
+        """(paragraph, start, end) of every occurrence in the document's text, case-insensitive."""
+        if not text:
+            return []
+        pattern = re.compile(re.escape(text), re.IGNORECASE)
+        found: list[tuple[int, int, int]] = []
+        block = self.editor.document().begin()
+        while block.isValid():
+            found.extend((block.blockNumber(), m.start(), m.end()) for m in pattern.finditer(block.text()))
+            block = block.next()
+        return found
+
+    def matching_paragraphs(self, text: str) -> list[int]:
+        """Paragraphs whose text or speaker contains ``text``."""
         if self.transcript is None or not text:
             return []
         needle = text.casefold()
+        in_text = {number for number, _start, _end in self._match_ranges(text)}
         return [
-            row
-            for row, segment in enumerate(self.transcript.segments)
-            if needle in segment.text.casefold() or needle in (segment.speaker or "").casefold()
+            number
+            for number, paragraph in enumerate(self.paragraphs)
+            if number in in_text or needle in (paragraph.speaker or "").casefold()
         ]
 
     def _search_changed(self, text: str) -> None:
-        rows = self.matching_rows(text)
-        self.match_label.setText(f"{len(rows)} match(es)" if text else "")
-        if rows:
-            self.table.selectRow(rows[0])
-            self.table.scrollToItem(self.table.item(rows[0], TEXT))
+        ranges = self._match_ranges(text)
+        self.editor.set_matches(ranges)
+        self.match_label.setText(f"{len(ranges)} match(es)" if text else "")
+        if ranges:
+            self._select_match(ranges[0])
+
+    def _select_match(self, match: tuple[int, int, int]) -> None:
+        block = self.editor.document().findBlockByNumber(match[0])
+        cursor = QTextCursor(block)
+        cursor.setPosition(block.position() + match[1])
+        cursor.setPosition(block.position() + match[2], QTextCursor.MoveMode.KeepAnchor)
+        self.editor.setTextCursor(cursor)
+        self.editor.ensureCursorVisible()
 
     def find_next(self) -> None:
-        rows = self.matching_rows(self.search.text())
-        if not rows:
+        ranges = self._match_ranges(self.search.text())
+        if not ranges:
             return
-        current = self.table.currentRow()
-        following = [row for row in rows if row > current]
-        row = following[0] if following else rows[0]
-        self.table.selectRow(row)
-        self.table.scrollToItem(self.table.item(row, TEXT))
+        cursor = self.editor.textCursor()
+        here = (cursor.blockNumber(), cursor.selectionEnd() - cursor.block().position())
+        following = [match for match in ranges if (match[0], match[1]) >= here]
+        self._select_match(following[0] if following else ranges[0])
 
     # ------------------------------------------------------------------------------------------- playback
 
-    def _ensure_player(self) -> object | None:
+    def _ensure_player(self) -> QMediaPlayer | None:
         if self._media_source is None:
             return None
         if self._player is None:
@@ -255,32 +405,38 @@ class TranscriptView(QWidget):
             player = QMediaPlayer(self)
             output = QAudioOutput(self)
             player.setAudioOutput(output)
+            player.setPlaybackRate(self.playback_speed)
             player.positionChanged.connect(self._position_changed)
             player.playbackStateChanged.connect(self._state_changed)
             player.mediaStatusChanged.connect(self._media_status_changed)
             self._player, self._audio_output = player, output
         player = self._player
         wanted = QUrl.fromLocalFile(str(self._media_source))
-        if player.source() != wanted:  # type: ignore[attr-defined]
-            player.setSource(wanted)  # type: ignore[attr-defined]
+        if player.source() != wanted:
+            player.setSource(wanted)
         return player
 
-    def _cell_clicked(self, row: int, column: int) -> None:
-        if column != TEXT:
-            self.play_from(row)
+    @property
+    def playback_speed(self) -> float:
+        return float(self.speed_box.currentData() or 1.0)
 
-    def play_from(self, row: int) -> None:
-        if self.transcript is None or not 0 <= row < len(self.transcript.segments):
-            return
+    def _speed_changed(self) -> None:
+        if self._player is not None:
+            self._player.setPlaybackRate(self.playback_speed)
+
+    def _follow_changed(self, follow: bool) -> None:
+        self.editor.follow_playback = follow
+
+    def play_from_seconds(self, seconds: float) -> None:
         player = self._ensure_player()
         if player is None:
             return
-        position = int(self.transcript.segments[row].start * 1000)
+        position = int(seconds * 1000)
         # A seek before the file is loaded is dropped by QMediaPlayer: repeat it once the media is ready.
         self._pending_position = position
-        player.setPosition(position)  # type: ignore[attr-defined]
-        player.play()  # type: ignore[attr-defined]
-        self.highlight_at(self.transcript.segments[row].start)
+        player.setPosition(position)
+        player.play()
+        self.highlight_at(seconds)
 
     def toggle_playback(self) -> None:
         player = self._ensure_player()
@@ -288,21 +444,23 @@ class TranscriptView(QWidget):
             return
         from PySide6.QtMultimedia import QMediaPlayer
 
-        if player.playbackState() == QMediaPlayer.PlaybackState.PlayingState:  # type: ignore[attr-defined]
-            player.pause()  # type: ignore[attr-defined]
+        if player.playbackState() == QMediaPlayer.PlaybackState.PlayingState:
+            player.pause()
         else:
-            player.play()  # type: ignore[attr-defined]
+            player.play()
 
     def stop_playback(self) -> None:
+        # pause(), not stop(): Qt's FFmpeg backend (6.x) can hang in stop() right after a seek and play (two
+        # clicks on words in quick succession, then another job selected); a paused player holds no device.
         if self._player is not None:
-            self._player.stop()  # type: ignore[attr-defined]
+            self._player.pause()
 
     def _media_status_changed(self, status: object) -> None:
         from PySide6.QtMultimedia import QMediaPlayer
 
         ready = (QMediaPlayer.MediaStatus.LoadedMedia, QMediaPlayer.MediaStatus.BufferedMedia)
         if self._pending_position is not None and status in ready and self._player is not None:
-            self._player.setPosition(self._pending_position)  # type: ignore[attr-defined]
+            self._player.setPosition(self._pending_position)
             self._pending_position = None
 
     def _state_changed(self, state: object) -> None:
@@ -314,29 +472,11 @@ class TranscriptView(QWidget):
     def _position_changed(self, position_ms: int) -> None:
         self.highlight_at(position_ms / 1000.0)
 
-    def segment_at(self, seconds: float) -> int | None:
-        if not self._starts:
-            return None
-        row = bisect.bisect_right(self._starts, seconds) - 1
-        return max(0, row)
-
     def highlight_at(self, seconds: float) -> None:
-        """Mark the segment being played (and keep it in view); the previous one gets its speaker colour back."""
-        row = self.segment_at(seconds)
-        if row == self._playing_row or self.transcript is None:
-            return
-        with QSignalBlocker(self.table):
-            if self._playing_row is not None and self._playing_row < self.table.rowCount():
-                segment = self.transcript.segments[self._playing_row]
-                brush = QBrush(speaker_colour(self.transcript.speakers, segment.speaker))
-                for column in (TIME, SPEAKER, TEXT):
-                    self.table.item(self._playing_row, column).setBackground(brush)
-            if row is not None:
-                for column in (TIME, SPEAKER, TEXT):
-                    self.table.item(row, column).setBackground(QBrush(QColor(PLAYING_COLOUR)))
-                self.table.scrollToItem(self.table.item(row, TEXT))
-        self._playing_row = row
+        """Mark the word being played (and, following playback, keep it in view)."""
+        self.editor.show_playing(seconds)
+        self.timeline.set_position(seconds)
 
     @property
-    def playing_row(self) -> int | None:
-        return self._playing_row
+    def playing_paragraph(self) -> int | None:
+        return None if self.editor.playing is None else self.editor.playing[0]

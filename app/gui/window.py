@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import logging
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -18,92 +15,50 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
-    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
-    QSystemTrayIcon,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from app import __version__
-from app.core.audio import MEDIA_EXTENSIONS
-from app.core.dictation import DictationOptions
-from app.core.dictation_save import SavedDictation
-from app.core.export import FORMATS, ExportResult, export_each, unchanged_since_written
-from app.core.gpustats import GpuStatsSampler
-from app.core.jobs import Job, JobNotFoundError, JobState, JobStateError, JobStore, media_files
+from app.cloud.offload.session import BUDGET_KEY, SSH_HOST_KEY
+from app.core.config.settings import Settings, SettingsStore
+from app.core.dictation.save import SavedDictation
+from app.core.dictation.stream import DictationOptions
+from app.core.engine.audio import MEDIA_EXTENSIONS
+from app.core.engine.export import FORMATS, ExportResult, export_each, unchanged_since_written
+from app.core.engine.transcript import Transcript
+from app.core.gpu.gpustats import GpuStatsSampler
+from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
+from app.core.queue.trash import Trash
+from app.core.queue.worker import EngineProcess, JobEvent
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
-from app.core.settings import Settings, SettingsStore
-from app.core.transcript import Transcript
-from app.core.worker import EngineProcess, JobEvent
+from app.gui.about import about_text
 from app.gui.bridge import WorkerBridge
+from app.gui.desktop_notice import DesktopNotifier
 from app.gui.dictation_panel import DictationPanel
+from app.gui.drop_zone import DropZone
+from app.gui.error_dialog import show_error
+from app.gui.export_refresh import ExportRefresher
 from app.gui.gpu_panel import GpuPanel
-from app.gui.offload_dialog import BUDGET_KEY, SSH_HOST_KEY, OffloadDialog, OrphanSweep
+from app.gui.job_safety import ask_to_remove, ask_to_retry
+from app.gui.language_offer import LanguageOffer, offer_multilingual
+from app.gui.models_dialog import ModelsDialog
+from app.gui.offload_dialog import OffloadDialog
+from app.gui.orphan_sweep import OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
-from app.gui.speakers_dialog import RememberSpeaker, SpeakersDialog
+from app.gui.speakers_dialog import RememberSpeaker, SpeakersDialog, remember_speaker
 from app.gui.transcript_view import TranscriptView
+from app.gui.trash_dialog import TrashDialog
+from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
 
 log = logging.getLogger(__name__)
-
-
-def about_text() -> str:
-    """The About dialog's text: the version and each model's licence (CC-BY-4.0 asks for this attribution)."""
-    from app.core.diarize.pyannote_models import MODEL_LICENSES
-
-    models = "".join(f"<li>{name} — {licence}</li>" for name, licence in MODEL_LICENSES)
-    return (
-        f"<p><b>Scriba {__version__}</b><br>Transcribe and diarize, locally. MIT licence.</p>"
-        f"<p>Models:</p><ul>{models}</ul>"
-    )
-
-
-def _encode(data: QByteArray) -> str:
-    return base64.b64encode(bytes(data.data())).decode("ascii")
-
-
-def _decode(text: str | None) -> QByteArray | None:
-    if not text:
-        return None
-    try:
-        return QByteArray(base64.b64decode(text))
-    except ValueError:
-        return None
-
-
-class DropZone(QLabel):
-    """Accepts files and folders dragged from a file manager."""
-
-    paths_dropped = Signal(list)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("dropZone")
-        self.setAcceptDrops(True)
-        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.setWordWrap(True)
-        self.setMinimumHeight(70)
-        self.setText("Drop audio or video files (or folders) here")
-        self.setStyleSheet(
-            "#dropZone { border: 2px dashed #90a4ae; border-radius: 8px; color: #546e7a; padding: 8px; }"
-        )
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        paths = [Path(url.toLocalFile()) for url in event.mimeData().urls() if url.isLocalFile()]
-        if paths:
-            event.acceptProposedAction()
-            self.paths_dropped.emit(paths)
 
 
 class MainWindow(QMainWindow):
@@ -123,6 +78,7 @@ class MainWindow(QMainWindow):
         self.settings_store = settings_store
         self.settings: Settings = settings_store.load()
         self.notifications: list[tuple[str, str]] = []
+        self._desktop_notifier = DesktopNotifier(self)
         self._batch_results: dict[str, int] = {}
         self.setWindowTitle("Scriba")
         self.setWindowIcon(QIcon(str(icon_path())))
@@ -137,6 +93,7 @@ class MainWindow(QMainWindow):
         # actions act on the current row.
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.verticalHeader().setVisible(False)
+        self.table.setTabKeyNavigation(False)  # Tab moves on to the next control, as everywhere else
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
             self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -168,6 +125,7 @@ class MainWindow(QMainWindow):
         self.transcript_view = TranscriptView()
         self.transcript_view.transcript_edited.connect(self._transcript_edited)
         self.transcript_view.remember_requested.connect(self.remember_speaker)
+        self.export_refresher = ExportRefresher(store, self)  # edits reach the files exported automatically
         self.remember_threads: list[RememberSpeaker] = []
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
@@ -195,6 +153,18 @@ class MainWindow(QMainWindow):
         )
         self.dictation_panel.saved.connect(self._dictation_saved)
         self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
+        self.dictation_panel.set_output_mode(
+            "copy"
+            if self.settings.dictation_output == "copy"
+            else ("type" if self.settings.dictation_output == "type" else None)
+        )
+        if self.settings.dictation_hotkey:
+            problem = self.dictation_panel.set_hotkey(
+                self.settings.dictation_hotkey, "push" if self.settings.dictation_hotkey_mode == "push" else "toggle"
+            )
+            if problem:
+                self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
+        self.dictation_panel.desktop_settings_changed.connect(self._dictation_desktop_changed)
         self.dictation_dock = QDockWidget("Dictation", self)
         self.dictation_dock.setObjectName("dictationDock")
         self.dictation_dock.setWidget(self.dictation_panel)
@@ -202,12 +172,14 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.gpu_dock, self.dictation_dock)
         self.dictation_dock.hide()
 
+        self.language_offer: LanguageOffer | None = None
+        self.models_dialog: ModelsDialog | None = None
         self._build_menus()
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.durations_probed.connect(self.refresh)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
-        self.bridge.event.connect(self._on_worker_event)
-        self.bridge.event.connect(self.gpu_panel.show_job_event)
+        self.bridge.job_event.connect(self._on_worker_event)
+        self.bridge.job_event.connect(self.gpu_panel.show_job_event)
         # Jobs changed by another process (`scriba queue add` in a terminal) appear within two seconds.
         self._poll = QTimer(self)
         self._poll.setInterval(2000)
@@ -242,9 +214,7 @@ class MainWindow(QMainWindow):
             f"{self.store.transcripts_dir}."
         )
         self.statusBar().showMessage(f"The damaged queue file was moved to {path}; a new queue was started.", 30000)
-        box = QMessageBox(QMessageBox.Icon.Warning, "Scriba: queue reset", text, parent=self)
-        self.set_aside_box = box
-        box.open()  # not exec(): the window works behind it
+        self.set_aside_box = show_error(self, "Scriba: queue reset", text)
 
     def _action(self, text: str, shortcut: str | QKeySequence.StandardKey | None, slot: object) -> QAction:
         action = QAction(text, self)
@@ -269,6 +239,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self._action("Export…", "Ctrl+E", self.choose_export))
         file_menu.addSeparator()
         file_menu.addAction(self._action("Settings…", "Ctrl+,", self.open_settings))
+        file_menu.addAction(self._action("Speech models…", None, lambda: self.open_models()))
         file_menu.addSeparator()
         file_menu.addAction(self._action("Quit", QKeySequence.StandardKey.Quit, self.close))
 
@@ -281,6 +252,11 @@ class MainWindow(QMainWindow):
             "up": self._action("Move up", "Alt+Up", lambda: self._on_selected(lambda i: self.move_job(i, -1))),
             "down": self._action("Move down", "Alt+Down", lambda: self._on_selected(lambda i: self.move_job(i, 1))),
         }
+        # Delete removes a job only from the queue: in the transcript or a text field it must edit text.
+        remove = self.job_actions["remove"]
+        self.removeAction(remove)
+        remove.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.table.addAction(remove)
         queue_menu = menu.addMenu("&Queue")
         for action in self.job_actions.values():
             queue_menu.addAction(action)
@@ -289,7 +265,13 @@ class MainWindow(QMainWindow):
         queue_menu.addSeparator()
         queue_menu.addAction(self.offload_action)
         edit_menu = menu.addMenu("&Edit")
+        # The transcript's undo history, wherever the focus is in the window (a text field keeps its own).
+        for action in (self.transcript_view.undo_action, self.transcript_view.redo_action):
+            self.addAction(action)
+            edit_menu.addAction(action)
+        edit_menu.addSeparator()
         edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
+        edit_menu.addAction(self._action("Restore removed…", None, self.open_trash))
         self.speakers_action = self._action("Known speakers…", None, self.open_speakers)
         edit_menu.addAction(self.speakers_action)
         view_menu = menu.addMenu("&View")
@@ -368,9 +350,17 @@ class MainWindow(QMainWindow):
         threading.Thread(target=self._probe_durations, args=([job.id for job in jobs],), daemon=True).start()
         return jobs
 
+    def files_from_another_launch(self, paths: list[Path]) -> None:
+        """`scriba FILE…` while this window is open: the files join this queue and the window comes forward."""
+        if paths:
+            self.add_paths(paths)
+        self.showNormal() if self.isMinimized() else self.show()
+        self.raise_()
+        self.activateWindow()
+
     def _probe_durations(self, job_ids: list[int]) -> None:
         # Reading container headers is quick, but a folder of hundreds of files is not: off the main thread.
-        from app.core.audio import probe_duration
+        from app.core.engine.audio import probe_duration
 
         for job_id in job_ids:
             try:
@@ -439,13 +429,78 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Cancelling job {job_id}…", 4000)
 
     def retry_job(self, job_id: int) -> None:
-        if self._guard("retry", lambda: self.store.retry(job_id)):
+        """Queue the job again with the current settings. A finished transcript is set aside in the trash
+        first (after asking), so that re-transcribing never throws away edits and speaker names."""
+        try:
+            job = self.store.get(job_id)
+        except JobNotFoundError:
+            return
+        options = self.settings.job_options()
+        model = f"model {options.model}" if options.model else "the best model on disk"
+        setting = f"{model}, language {options.language or 'detected'}"
+        if job.state is JobState.DONE and not ask_to_retry(self, self.store, job, setting):
+            return
+        trashed = None
+        if job.state is JobState.DONE:
+            if self.transcript_view.job_id == job_id:
+                self.transcript_view.clear()
+            trashed = Trash(self.store.directory).put(self.store, job, "re-transcribed")
+        if self._guard("retry", lambda: self.store.retry(job_id, options)):
             self.bridge.wake()
+            kept = " The old transcript is in the trash." if trashed else ""
+            self.statusBar().showMessage(
+                f"{job.source.name} queued again with the current settings ({setting}).{kept}", 10000
+            )
+        elif trashed is not None:
+            Trash(self.store.directory).put_back(self.store, trashed)  # nothing was re-queued: nothing is lost
+
+    def offer_multilingual(self, job_id: int, reason: str) -> None:
+        """A job stopped because its English-only model cannot transcribe its language: ask how to go on."""
+        offer_multilingual(self, job_id, reason)
+
+    def open_models(self, download: str | None = None) -> ModelsDialog:
+        """The model manager; with ``download``, that model's download starts at once."""
+        dialog = ModelsDialog(self, select=download or self.settings.model)
+        if download is not None:
+            dialog.download(download)
+        dialog.open()
+        return dialog
+
+    def retry_with(self, job_id: int, what: str, options: JobOptions) -> None:
+        """Queue a failed job again with ``options`` (the current settings with one change, for this job only)."""
+        if self._guard("retry", lambda: self.store.retry(job_id, options)):
+            self.bridge.wake()
+            self.statusBar().showMessage(f"Queued again with {what}.", 10000)
 
     def remove_job(self, job_id: int) -> None:
+        """Remove a job; its transcript goes to the trash (after asking), never straight to nothing."""
+        try:
+            job = self.store.get(job_id)
+        except JobNotFoundError:
+            return
+        has_transcript = self.store.transcript_file(job_id).is_file()
+        if has_transcript and not ask_to_remove(self, self.store, job):
+            return
         if self.transcript_view.job_id == job_id:
             self.transcript_view.clear()
-        self._guard("remove", lambda: self.store.remove(job_id))
+        trashed = Trash(self.store.directory).put(self.store, job, "removed") if has_transcript else None
+        # The store decides whether a "running" job is really running (its worker alive) or may go.
+        if not self._guard("remove", lambda: self.store.remove(job_id)):
+            if trashed is not None:
+                Trash(self.store.directory).put_back(self.store, trashed)
+        elif trashed is not None:
+            self.statusBar().showMessage(f"{job.source.name} removed; its transcript is in the trash.", 10000)
+
+    def open_trash(self) -> TrashDialog:
+        dialog = TrashDialog(Trash(self.store.directory), self.store, self)
+        dialog.restored.connect(self._restored)
+        dialog.open()
+        return dialog
+
+    def _restored(self, job: Job) -> None:
+        self.refresh()
+        self.select_job(job.id)
+        self.statusBar().showMessage(f"{job.source.name} restored.", 8000)
 
     def move_job(self, job_id: int, offset: int) -> None:
         self._guard("move", lambda: self.store.move(job_id, offset))
@@ -514,12 +569,14 @@ class MainWindow(QMainWindow):
         name = event.source.name if event.source else ""
         if event.kind == "failed":
             self.statusBar().showMessage(f"Failed: {event.message}", 15000)
+            if event.error_type == "LanguageMismatchError" and event.job_id is not None:
+                self.offer_multilingual(event.job_id, event.message or "")
         elif event.kind == "done":
             self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 15000)
         elif event.kind == "started":
             self.statusBar().showMessage(f"Transcribing {name}…", 4000)
         self.refresh()
-        if event.kind == "done" and event.job_id == self.selected_job_id():
+        if event.kind == "done" and event.job_id is not None and event.job_id == self.selected_job_id():
             self._show_job(event.job_id)
 
     def _batch_finished(self) -> None:
@@ -540,20 +597,8 @@ class MainWindow(QMainWindow):
         """A desktop notification (tray balloon, else notify-send), and always the status bar."""
         self.notifications.append((title, body))
         self.statusBar().showMessage(f"{title}: {body}", 15000)
-        if self.isActiveWindow():
-            return  # the user is looking at the window already
-        if QSystemTrayIcon.isSystemTrayAvailable():
-            tray = getattr(self, "_tray", None)
-            if tray is None:
-                tray = self._tray = QSystemTrayIcon(self.windowIcon(), self)
-                tray.show()
-            tray.showMessage(title, body, QSystemTrayIcon.MessageIcon.Information, 8000)
-        elif shutil.which("notify-send"):
-            subprocess.Popen(
-                ["notify-send", "--app-name=Scriba", title, body],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        if not self.isActiveWindow():  # else the user is looking at the window already
+            self._desktop_notifier.show(title, body, self.windowIcon())
 
     # ------------------------------------------------------------------------------------------- transcript
 
@@ -590,9 +635,10 @@ class MainWindow(QMainWindow):
         try:
             self.store.save_transcript(job_id, transcript)
         except OSError as error:
-            QMessageBox.warning(self, "Scriba", f"Your edit could not be saved: {error}")
+            show_error(self, "Scriba", f"Your edit could not be saved: {error}")
             return
         self.statusBar().showMessage("Saved.", 2000)
+        self.export_refresher.schedule(job_id)
 
     # ------------------------------------------------------------------------------------------- speakers
 
@@ -603,40 +649,7 @@ class MainWindow(QMainWindow):
 
     def remember_speaker(self, speaker: str, name: str | None = None) -> RememberSpeaker | None:
         """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
-        from app.core.errors import ScribaError
-        from app.core.speakers import check_name
-
-        view = self.transcript_view
-        transcript, job_id = view.transcript, view.job_id
-        if not speaker or transcript is None or job_id is None or transcript.diarization is None:
-            return None
-        if name is None:
-            suggestion = "" if speaker.startswith("SPEAKER_") else speaker
-            name, accepted = QInputDialog.getText(
-                self, "Remember this speaker", f"Name {speaker}'s voice in new transcripts as:", text=suggestion
-            )
-            if not accepted:
-                return None
-        try:
-            name = check_name(name)
-        except ScribaError as error:
-            self._remember_failed(str(error))
-            return None
-        source = self.store.get(job_id).source
-        turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
-        thread = RememberSpeaker(self.store.directory, name, source, turns, speaker, self)
-        thread.done.connect(lambda text: self.statusBar().showMessage(text, 15000))
-        thread.failed.connect(self._remember_failed)
-        thread.finished.connect(lambda: self.remember_threads.remove(thread))
-        self.remember_threads.append(thread)
-        self.statusBar().showMessage(f"Remembering {name}'s voice…")
-        thread.start()
-        return thread
-
-    def _remember_failed(self, text: str) -> None:
-        self.statusBar().clearMessage()
-        box = QMessageBox(QMessageBox.Icon.Warning, "Scriba: remember speaker", text, parent=self)
-        box.open()  # not exec(): the window (and the queue) keep running while it is shown
+        return remember_speaker(self, speaker, name)
 
     def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> ExportResult:
         """Each format on its own; a file there that Scriba did not write as it is now is kept (new name)."""
@@ -665,10 +678,10 @@ class MainWindow(QMainWindow):
         try:
             result = self.export_job(job_id, Path(folder), chosen)
         except (OSError, ValueError, JobStateError) as error:
-            QMessageBox.warning(self, "Export failed", f"Could not export to {folder}: {error}")
+            show_error(self, "Export failed", f"Could not export to {folder}: {error}")
             return
         if result.failures:
-            QMessageBox.warning(self, "Export failed", result.summary())
+            show_error(self, "Export failed", result.summary())
             return
         self.statusBar().showMessage(result.summary()[:1].upper() + result.summary()[1:], 8000)
 
@@ -679,6 +692,12 @@ class MainWindow(QMainWindow):
         self.dictation_dock.show()
         self.dictation_dock.raise_()
         self.dictation_panel.toggle()
+
+    def _dictation_desktop_changed(self, output: str | None, hotkey: str | None, mode: str) -> None:
+        self.settings = self.settings.with_changes(
+            dictation_output=output, dictation_hotkey=hotkey, dictation_hotkey_mode=mode
+        )
+        self.settings_store.save(self._with_window_state(self.settings))
 
     def dictation_directory(self) -> Path:
         """Where saved dictations go: the output folder when one is set, else beside the queue's data."""
@@ -718,30 +737,36 @@ class MainWindow(QMainWindow):
             elif clear_token:
                 set_secret(HF_TOKEN_KEY, None)
         except Exception as error:
-            QMessageBox.warning(
-                self, "Keyring unavailable", f"The token could not be stored in the system keyring: {error}"
-            )
+            from app.core.secrets import keyring_problem
+
+            problem = keyring_problem()
+            detail = f"{problem[:1].upper()}{problem[1:]}" if problem else f"({type(error).__name__}: {error})"
+            show_error(self, "Keyring unavailable", f"The token could not be stored in the system keyring. {detail}")
 
     def _with_window_state(self, settings: Settings) -> Settings:
         return settings.with_changes(
-            window_geometry=_encode(self.saveGeometry()),
-            window_state=_encode(self.saveState()),
-            splitter_state=_encode(self.splitter.saveState()),
+            window_geometry=encode_state(self.saveGeometry()),
+            window_state=encode_state(self.saveState()),
+            splitter_state=encode_state(self.splitter.saveState()),
         )
 
     def _restore_state(self) -> None:
-        geometry = _decode(self.settings.window_geometry)
+        geometry = decode_state(self.settings.window_geometry)
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1200, 720)
-        state = _decode(self.settings.window_state)
-        if state is not None:
-            self.restoreState(state)
-        splitter = _decode(self.settings.splitter_state)
+        state = decode_state(self.settings.window_state)
+        if state is None or not self.restoreState(state):
+            # First start: the GPU panel gets a fifth of the height, the queue and the transcript the rest
+            # (at 800x600 its own size hint would take a third of a small window).
+            self.resizeDocks([self.gpu_dock], [max(90, self.height() // 5)], Qt.Orientation.Vertical)
+        splitter = decode_state(self.settings.splitter_state)
         if splitter is not None:
             self.splitter.restoreState(splitter)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._poll.stop()
+        self.transcript_view.commit_pending()  # words typed a moment ago are saved, not lost
+        self.export_refresher.flush()
         self.transcript_view.stop_playback()
         self.settings_store.save(self._with_window_state(self.settings))
         # A running job goes back to the queue and starts again next time; nothing is lost.

@@ -2,7 +2,7 @@
 
 It builds a rented offload the way `scriba offload run` does, except that the provider's base URL points at the
 replay server of the test (the CLI has no switch for that, and should not), and hands it to
-:func:`app.cloud.run_cli.run_offload`, the function the CLI uses: signal handling, teardown and what is printed
+:func:`app.cli.offload.run_offload`, the function the CLI uses: signal handling, teardown and what is printed
 are the CLI's own.
 
     python -m tests.cloud.offload_child API_URL DATA_DIR FILE [--quick-teardown] [--disk-full-after-launch]
@@ -15,15 +15,17 @@ file-size limit set to 0, so every write fails as on a full disk); its stdout an
 from __future__ import annotations
 
 import resource
+import signal
 import sys
 from pathlib import Path
 
-from app.cloud.ledger import Ledger
-from app.cloud.offload import Offload, OffloadEvent
+from app.cli.offload import _print_event, run_offload
+from app.cloud.offload.base import OffloadConfig, OffloadEvent, OffloadTiming
+from app.cloud.offload.ledger import Ledger
+from app.cloud.offload.run import Offload
 from app.cloud.providers import VastAI
-from app.cloud.run_cli import _print_event, run_offload
 from app.cloud.types import Offer
-from app.core.jobs import JobOptions
+from app.core.queue.jobs import JobOptions
 
 KEY = "vast-key-child-DO-NOT-LEAK"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ scriba-job"
@@ -31,6 +33,10 @@ OFFER = Offer("vast", "12345678", "RTX 4090", 1, 24.0, 0.40, None, "per-second",
 
 
 def main(argv: list[str]) -> int:
+    # The tests play a person pressing Ctrl-C at a terminal. A suite started in the background by a
+    # non-interactive shell (`make test &`) hands its children SIGINT ignored, which Python then keeps;
+    # Ctrl-C would never arrive and the cases would hang. Take SIGINT the way a foreground process has it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     flags = {item for item in argv if item.startswith("--")}
     api, data, source = (item for item in argv if not item.startswith("--"))
     disk_full = "--disk-full-after-launch" in flags
@@ -42,21 +48,20 @@ def main(argv: list[str]) -> int:
         _print_event(event)
 
     quick = "--quick-teardown" in flags
-    offload = Offload(
-        VastAI(KEY, base_url=api + "/api"),
-        OFFER,
-        Ledger(Path(data) / "cloud-ledger.sqlite3"),
+    config = OffloadConfig(
         options=JobOptions(model="tiny.en", language="en"),
         key_file=None,
         public_key=PUBLIC_KEY,
         known_hosts=Path(data) / "known_hosts",
         pin_new_host=True,
-        on_event=on_event,
-        reconnect_wait_s=0.05,
-        terminate_attempts=2 if quick else 5,
-        verify_timeout_s=1.0 if quick else 120.0,
+        timing=OffloadTiming(
+            reconnect_wait_s=0.05,
+            terminate_attempts=2 if quick else 5,
+            verify_timeout_s=1.0 if quick else 120.0,
+        ),
     )
-    status, _ = run_offload(offload, [Path(source)])
+    offload = Offload(VastAI(KEY, base_url=api + "/api"), OFFER, Ledger(Path(data) / "cloud-ledger.sqlite3"), config)
+    status, _ = run_offload(offload, [Path(source)], on_event=on_event)
     return status
 
 

@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def remote_command(tmp_path: Path) -> str:
+    """What the user types as the remote command: this checkout, with its own cache and data folders there."""
+    home = tmp_path / "remote-home"
+    env = {
+        "PYTHONPATH": str(REPO),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "PYANNOTE_METRICS_ENABLED": "0",
+    }
+    return shlex.join([*(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", "app"])
 
 
 def free_port() -> int:
@@ -35,6 +50,8 @@ def _keygen(path: Path) -> None:
 class LoopbackSshd:
     directory: Path
     port: int = field(default_factory=free_port)
+    # False: a host whose sshd offers no SFTP subsystem (some hardened or minimal images).
+    sftp: bool = True
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -84,7 +101,7 @@ class LoopbackSshd:
                     "StrictModes no",
                     "PermitRootLogin prohibit-password",
                     f"PidFile {self.directory / 'sshd.pid'}",
-                    "Subsystem sftp internal-sftp",
+                    *(["Subsystem sftp internal-sftp"] if self.sftp else []),
                     "LogLevel ERROR",
                     "MaxSessions 50",
                     "MaxStartups 50",

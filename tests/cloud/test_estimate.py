@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from datetime import date
@@ -12,7 +11,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from app.cloud.estimate import (
+from app.cli.main import build_parser
+from app.cli.offload_estimate import cmd_offload_estimate
+from app.cloud.pricing.estimate import (
     Assumptions,
     Job,
     Option,
@@ -21,10 +22,11 @@ from app.cloud.estimate import (
     ssh_offer,
     within_budget,
 )
-from app.cloud.offload_cli import add_offload_parser, cmd_offload
-from app.cloud.prices import MeasuredSpeeds, Throughput, load_price_table, load_table_data
+from app.cloud.pricing.prices import MeasuredSpeeds, Throughput, load_price_table, load_table_data
 from app.cloud.types import Offer
-from app.core.models import CATALOG
+from app.core.engine.models import CATALOG
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 TABLE_PROVIDERS = {"aws", "lambda", "vast", "runpod", "salad"}
 OPTION_KEYS = {
@@ -93,12 +95,10 @@ def hour_flac(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_cli(*argv: str) -> int:
-    """`scriba offload …` through a parser built here, so the test does not depend on app/cli.py's wiring."""
-    parser = argparse.ArgumentParser(prog="scriba")
-    commands = parser.add_subparsers(dest="command")
-    add_offload_parser(commands)
-    args = parser.parse_args(["offload", *argv])
-    return cmd_offload(args)
+    """`scriba offload …` through the command's own parser, in this process (the output is captured by capsys)."""
+    args = build_parser().parse_args(["offload", *argv])
+    assert args.offload_command == "estimate"
+    return cmd_offload_estimate(args)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -505,13 +505,10 @@ def test_cli_names_a_missing_an_empty_or_a_non_media_file(
     assert str(text) in capsys.readouterr().err
 
 
-def test_offload_is_a_group_that_other_actions_can_join(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser(prog="scriba")
-    commands = parser.add_subparsers(dest="command")
-    actions = add_offload_parser(commands)
-    run = actions.add_parser("run")
-    run.set_defaults(offload_handler=lambda args: 7)
-    assert cmd_offload(parser.parse_args(["offload", "run"])) == 7
+def test_offload_is_a_group_of_actions(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["offload", "sweep"]).offload_command == "sweep"
+    assert parser.parse_args(["offload", "estimate", "a.wav"]).offload_command == "estimate"
     with pytest.raises(SystemExit) as exit_info:
         parser.parse_args(["offload"])
     assert exit_info.value.code == 2

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from app.cloud.ledger import LaunchState, Ledger, LedgerStateError, Owner
+from app.cloud.offload.ledger import LaunchState, Ledger, LedgerStateError, Owner
 from app.cloud.providers import LambdaCloud, RunPod
 from app.cloud.types import Offer
 from tests.cloud.replay_server import FakeClock, ReplayServer, Reply
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 KEY = "ledger-test-key-91c2-SECRET"
 LAMBDA_ID = "0920582c7ff041399e34823a0be62549"
@@ -331,7 +333,7 @@ def unrelated_process() -> Iterator[subprocess.Popen[bytes]]:
 def test_a_reused_pid_does_not_keep_an_orphan_alive(
     tmp_path: Path, server: ReplayServer, clock: FakeClock, unrelated_process: subprocess.Popen[bytes]
 ) -> None:
-    from app.core.sqlite_db import process_started_at
+    from app.core.queue.sqlite_db import process_started_at
 
     now_started = process_started_at(unrelated_process.pid)
     assert now_started is not None

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cloud.ledger import Ledger
-from app.cloud.run_cli import cmd_offload_key
+from app.cli.offload import cmd_offload_key
+from app.cloud.offload.ledger import Ledger
 from tests.test_cli import scriba
 
 
@@ -82,7 +82,7 @@ def test_sweep_reports_a_machine_it_cannot_reach(tmp_path: Path) -> None:
     data.mkdir()
     # A run that recorded a rented machine and then died (its process is gone) before tearing it down.
     crashed_run = (
-        "import sys; from app.cloud.ledger import Ledger; from app.cloud.types import Offer;"
+        "import sys; from app.cloud.offload.ledger import Ledger; from app.cloud.types import Offer;"
         "ledger = Ledger(sys.argv[1]);"
         "offer = Offer('vast', '4020', 'RTX 4090', 1, 24, 0.4, None, 'per-second', 2, 'api:vast', '2026-11-21', True);"
         "entry = ledger.record_intent('vast', offer, 'scriba-crashed', 'job 7', 1.0);"

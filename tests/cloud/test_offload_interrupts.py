@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from app.cloud.launch import sweep_left_behind
-from app.cloud.ledger import LaunchState, Ledger
+from app.cloud.offload.launch import sweep_left_behind
+from app.cloud.offload.ledger import LaunchState, Ledger
 from app.cloud.providers import VastAI
 from tests.cloud.offload_child import KEY
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply

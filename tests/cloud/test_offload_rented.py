@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from app.cloud.ledger import Ledger
-from app.cloud.offload import Offload, RemoteSetup
+from app.cloud.offload.base import OffloadConfig, OffloadTiming, RemoteSetup
+from app.cloud.offload.ledger import Ledger
+from app.cloud.offload.run import Offload
 from app.cloud.providers import VastAI
 from app.cloud.types import Offer
-from app.core.jobs import JobOptions
+from app.core.queue.jobs import JobOptions
 from tests.cloud.replay_server import FakeClock, ReplayServer
 from tests.cloud.sshd import LoopbackSshd
 
@@ -69,10 +70,7 @@ def test_rent_run_destroy_verify(rented: LoopbackSshd, tmp_path: Path, sample_di
         ledger = Ledger(tmp_path / "ledger.sqlite3")
         pinned = tmp_path / "scriba_known_hosts"
         events: list[str] = []
-        offload = Offload(
-            provider,
-            offer,
-            ledger,
+        config = OffloadConfig(
             options=JobOptions(model="tiny.en", language="en", diarizer="embedded"),
             key_file=rented.client_key,
             public_key=rented.client_key.with_suffix(".pub").read_text().strip(),
@@ -81,12 +79,10 @@ def test_rent_run_destroy_verify(rented: LoopbackSshd, tmp_path: Path, sample_di
             setup=RemoteSetup((sys.executable, "-m", "app"), (("PYTHONPATH", str(REPO)),)),
             budget_usd=1.0,
             estimate_usd=0.05,
-            heartbeat_s=1.0,
-            poll_s=0.2,
-            reconnect_wait_s=0.1,
-            on_event=lambda event: events.append(event.message),
+            timing=OffloadTiming(heartbeat_s=1.0, poll_s=0.2, reconnect_wait_s=0.1),
         )
-        result = offload.run([sample_dir / "sample.wav"])
+        offload = Offload(provider, offer, ledger, config)
+        result = offload.run([sample_dir / "sample.wav"], on_event=lambda event: events.append(event.message))
         assert result.transcripts[0].text.lower().startswith("hello")
         assert not api.unmatched, [f"{r.method} {r.path}" for r in api.unmatched]
         assert api.calls("POST", "/api/v0/instances/4020/ssh/")[0].json() == {
@@ -102,7 +98,7 @@ def test_rent_run_destroy_verify(rented: LoopbackSshd, tmp_path: Path, sample_di
     assert "127.0.0.1" not in pinned.read_text()
     assert 0 < result.cost_usd <= 0.40 * result.seconds / 3600
     # The measured speed of this card now takes precedence over the table's estimate in the next estimate.
-    from app.cloud.prices import MeasuredSpeeds
+    from app.cloud.pricing.prices import MeasuredSpeeds
 
     [record] = [r for r in MeasuredSpeeds().records() if r.task == "transcribe"]
     assert (record.gpu, record.model, record.source) == ("RTX 4090", "tiny.en", "Scriba job on vast")

@@ -21,10 +21,18 @@ import numpy as np
 import pytest
 import soundfile
 
-from app.cloud.offload import BudgetExceeded, Offload, OffloadCancelled, OffloadEvent, RemoteSetup
-from app.cloud.ssh_host import SshHostProvider
-from app.cloud.transport import HostKeyError, SshSession, parse_ssh_url
-from app.core.jobs import JobOptions
+from app.cloud.offload.base import (
+    BudgetExceeded,
+    OffloadCancelled,
+    OffloadConfig,
+    OffloadEvent,
+    OffloadTiming,
+    RemoteSetup,
+)
+from app.cloud.offload.run import Offload
+from app.cloud.providers.ssh_host import SshHostProvider
+from app.cloud.remote.transport import HostKeyError, SshSession, parse_ssh_url
+from app.core.queue.jobs import JobOptions
 from tests.cloud.sshd import LoopbackSshd
 from tests.test_cli import scriba
 
@@ -50,6 +58,14 @@ def remote_env(tmp_path: Path) -> tuple[tuple[str, str], ...]:
         ("XDG_CACHE_HOME", str(home / "cache")),
         ("XDG_DATA_HOME", str(home / "data")),
         ("PYANNOTE_METRICS_ENABLED", "0"),
+        # The kernel choices of the numeric libraries, as this process has them: sshd starts the worker with a
+        # bare environment, and e.g. OPENBLAS_CORETYPE alone changes tiny.en's words on the sample (13 segments
+        # here, 6 in a bare environment). The run must differ from the local one only in where it runs.
+        *sorted(
+            (name, value)
+            for name, value in os.environ.items()
+            if name.startswith(("OPENBLAS_", "OMP_", "MKL_", "NVPL_", "GOTO", "KMP_"))
+        ),
     )
 
 
@@ -72,28 +88,24 @@ def _work_dirs() -> set[str]:
 
 
 def _offload(sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], **kwargs: Any) -> Offload:
-    from app.cloud.ledger import Ledger
+    from app.cloud.offload.ledger import Ledger
 
     endpoint = parse_ssh_url(sshd.url, sshd.client_key)
     provider = SshHostProvider(endpoint)
-    return Offload(
-        provider,
-        provider.offer(),
-        Ledger(tmp_path / "ledger.sqlite3"),
+    config = OffloadConfig(
         options=OPTIONS,
         key_file=sshd.client_key,
         known_hosts=sshd.write_known_hosts(tmp_path / "known_hosts"),
         pin_new_host=False,
         setup=RemoteSetup((sys.executable, "-m", "app"), remote_env),
-        heartbeat_s=1.0,
-        poll_s=0.2,
-        reconnect_wait_s=0.2,
+        timing=OffloadTiming(heartbeat_s=1.0, poll_s=0.2, reconnect_wait_s=0.2),
         **kwargs,
     )
+    return Offload(provider, provider.offer(), Ledger(tmp_path / "ledger.sqlite3"), config)
 
 
 def _open_ledger_entries(tmp_path: Path) -> list[Any]:
-    from app.cloud.ledger import Ledger
+    from app.cloud.offload.ledger import Ledger
 
     return list(Ledger(tmp_path / "ledger.sqlite3").open_entries())
 
@@ -174,9 +186,9 @@ def test_killed_remote_worker_fails_the_job_and_cleans_up(
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    offload = _offload(sshd, tmp_path, remote_env, on_event=kill_worker_on_start)
+    offload = _offload(sshd, tmp_path, remote_env)
     work_before = _work_dirs()
-    result = offload.run(two_files)
+    result = offload.run(two_files, on_event=kill_worker_on_start)
     assert killed
     assert result.transcripts == {}
     assert set(result.failures) == {0, 1}
@@ -255,10 +267,10 @@ def test_cancel_stops_the_remote_worker_and_cleans_up(
         if event.kind == "progress":
             offload.cancel()
 
-    offload = _offload(sshd, tmp_path, remote_env, on_event=cancel_on_progress)
+    offload = _offload(sshd, tmp_path, remote_env)
     before = _work_dirs()
     with pytest.raises(OffloadCancelled):
-        offload.run(two_files)
+        offload.run(two_files, on_event=cancel_on_progress)
     assert _work_dirs() == before
     pids = subprocess.run(["pgrep", "-f", "app worker run"], capture_output=True, text=True).stdout.split()
     assert pids == [], "no remote worker left running"
@@ -333,7 +345,7 @@ def test_known_hosts_markers_never_give_a_traceback(sshd: LoopbackSshd, tmp_path
 
 
 def test_a_pinned_key_is_forgotten_without_touching_the_other_lines(tmp_path: Path) -> None:
-    from app.cloud.transport import SshEndpoint, forget_host
+    from app.cloud.remote.transport import SshEndpoint, forget_host
 
     known_hosts = tmp_path / "known_hosts"
     marker = "@revoked * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ\n"
@@ -341,3 +353,36 @@ def test_a_pinned_key_is_forgotten_without_touching_the_other_lines(tmp_path: Pa
     known_hosts.write_text(marker + pinned)
     forget_host(known_hosts, SshEndpoint("127.0.0.1", 2222))
     assert known_hosts.read_text() == marker
+
+
+def test_a_host_without_sftp_is_one_line_and_leaves_nothing(tmp_path: Path, two_files: list[Path]) -> None:
+    """sshd without `Subsystem sftp`: the user reads what to enable on the host, never paramiko's traceback."""
+    server = LoopbackSshd(tmp_path / "sshd", sftp=False)
+    server.start()
+    try:
+        before = _work_dirs()
+        result = scriba(
+            "--data-dir",
+            str(tmp_path / "data"),
+            "offload",
+            "run",
+            str(two_files[0]),
+            "--provider",
+            "ssh",
+            "--host",
+            server.url,
+            "--identity",
+            str(server.client_key),
+            "--known-hosts",
+            str(server.write_known_hosts(tmp_path / "known_hosts")),
+            "--remote-command",
+            f"{sys.executable} -m app",
+        )
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr and "paramiko" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("scriba: error:")]
+        assert len(errors) == 1 and "Subsystem sftp" in errors[0]
+        assert _work_dirs() == before
+        assert _open_ledger_entries(tmp_path / "data") == []
+    finally:
+        server.stop()

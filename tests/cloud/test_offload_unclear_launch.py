@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from app.cloud.ledger import LaunchState, Ledger
-from app.cloud.offload import Offload
+from app.cloud.offload.base import OffloadConfig, OffloadTiming
+from app.cloud.offload.ledger import LaunchState, Ledger
+from app.cloud.offload.run import Offload
 from app.cloud.providers import LambdaCloud, LaunchFailed, ProviderError
 from app.cloud.types import Offer
-from app.core.jobs import JobOptions
+from app.core.queue.jobs import JobOptions
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
 
 KEY = "lambda-key-unclear-DO-NOT-LEAK"
@@ -67,17 +68,15 @@ def route_lambda(api: ReplayServer, account: LambdaAccount, listing: Any = None)
 def offload(api: ReplayServer, tmp_path: Path) -> Offload:
     clock = FakeClock()
     provider = LambdaCloud(KEY, base_url=api.url + "/api/v1", sleep=clock.sleep, clock=clock.monotonic)
-    return Offload(
-        provider,
-        OFFER,
-        Ledger(tmp_path / "cloud-ledger.sqlite3"),
+    config = OffloadConfig(
         options=JobOptions(model="tiny.en"),
         key_file=None,
         public_key=PUBLIC_KEY,
         known_hosts=tmp_path / "known_hosts",
         pin_new_host=True,
-        reconnect_wait_s=0.01,
+        timing=OffloadTiming(reconnect_wait_s=0.01),
     )
+    return Offload(provider, OFFER, Ledger(tmp_path / "cloud-ledger.sqlite3"), config)
 
 
 @pytest.fixture

@@ -33,6 +33,8 @@ from app.cloud.providers.http import parse_retry_after
 from app.cloud.types import Offer
 from tests.cloud.replay_server import FakeClock, ReplayServer, Reply
 
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
+
 KEY = "test-key-7f3a9c-DO-NOT-LEAK"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ scriba-job"
 LABEL = "scriba-job-42"

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from app.core import errors
-from app.core.audio import SAMPLE_RATE, decode_audio
+from app.core.engine.audio import SAMPLE_RATE, decode_audio
 from app.core.errors import ImplausibleAudioError
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def tone(seconds: float, rate: int, frequency: float = 440.0) -> np.ndarray:

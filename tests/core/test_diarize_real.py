@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.audio import decode_audio
-from app.core.diarize import DiarizerOptions
+from app.core.engine.audio import decode_audio
+from app.core.engine.diarize import DiarizerOptions
 from tests import metrics
 from tests.real_speech import real_speech_dir, rttm_turns
 

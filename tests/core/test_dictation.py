@@ -18,24 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.audio import SAMPLE_RATE, decode_audio
-from app.core.dictation import (
-    ArraySource,
-    AudioInputError,
-    Dictation,
-    DictationEvent,
-    DictationOptions,
-    FileSource,
-    MicrophoneSource,
-    StreamingVad,
-    WhisperDecoder,
-    common_prefix,
-    list_input_devices,
-    load_decoder,
-    strip_committed,
-)
-from app.core.transcribe import Transcriber, TranscriptionOptions
-from app.core.transcript import Word
+from app.core.dictation.decoding import StreamingVad, WhisperDecoder, common_prefix, load_decoder, strip_committed
+from app.core.dictation.session import Dictation
+from app.core.dictation.sources import ArraySource, AudioInputError, FileSource, MicrophoneSource, list_input_devices
+from app.core.dictation.stream import DictationEvent, DictationOptions
+from app.core.engine.audio import SAMPLE_RATE, decode_audio
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions
+from app.core.engine.transcript import Word
 from tests import metrics, synth
 
 PAUSES = (1.0, 1.5, 2.0, 1.0)  # silence after each sentence
@@ -200,6 +189,29 @@ class LevelProbe:
         self.inner.stop()
 
 
+def test_the_stream_runs_without_threads_feed_then_flush(
+    speech: Speech, decoder: WhisperDecoder, offline: list[Word]
+) -> None:
+    """The algorithm alone (DictationStream): blocks fed by the test itself, events returned by each call, in the
+    order a live session delivers them, and every sentence final after the flush."""
+    from app.core.dictation.stream import DictationStream
+
+    delivered: list[DictationEvent] = []
+    stream = DictationStream(DictationOptions(), decoder, StreamingVad(0.5, 0.5), on_event=delivered.append)
+    returned: list[DictationEvent] = []
+    block = int(0.05 * SAMPLE_RATE)
+    for start in range(0, len(speech.samples), block):
+        returned += stream.feed(speech.samples[start : start + block])
+    returned += stream.flush()
+    assert returned == delivered
+    check_well_formed(returned)
+    assert stream.processed_samples == len(speech.samples)
+    assert stream.text == " ".join(event.text for event in returned if event.type == "final")
+    for utterance in speech.utterances:
+        assert overlapping([e for e in returned if e.type == "final"], utterance), utterance
+    assert metrics.wer(speech.text, stream.text) <= metrics.wer(speech.text, offline_text(offline)) + 0.10
+
+
 def test_level_meter_and_recording_follow_the_input(decoder: WhisperDecoder) -> None:
     tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(SAMPLE_RATE) / SAMPLE_RATE)).astype(np.float32)
     silence = np.zeros(SAMPLE_RATE // 2, dtype=np.float32)
@@ -241,15 +253,15 @@ def test_real_time_dictation(speech: Speech, decoder: WhisperDecoder, offline: l
     baseline = metrics.wer(speech.text, offline_text(offline))
     assert metrics.wer(speech.text, text) <= baseline + 0.10, (text, offline_text(offline))
 
+    # It streams: every sentence (each lasts more than 3 s) was shown as a partial before any of it was final,
+    # and all of it ended final. Behaviour, in the order of the events: how many seconds that took depends on
+    # how loaded the machine is, and is the benchmark's to measure (benchmarks/bench_dictation.py).
     for utterance in speech.utterances:
-        shown = overlapping(recorder.of("partial") + recorder.of("final"), utterance)
-        # Text appeared while the sentence was still being spoken (it lasts more than 3 s)...
-        assert min(event.emitted_at for event in shown) < utterance.end, utterance
-        # ...and all of it was final soon after the sentence ended.
         finals = overlapping(recorder.of("final"), utterance)
-        assert finals and max(event.emitted_at for event in finals) - utterance.end < 4.0, utterance
-    assert recorder.of("partial"), "no partial hypotheses"
-    assert dictation.stats.max_lag_s < 5.0
+        assert finals, utterance
+        first_final = min(events.index(event) for event in finals)
+        partials = overlapping(recorder.of("partial"), utterance)
+        assert partials and min(events.index(event) for event in partials) < first_final, utterance
     assert np.array_equal(dictation.recording(), speech.samples)
 
 
@@ -307,23 +319,23 @@ def test_slow_machine_degrades_instead_of_building_a_backlog(
     text = dictation.run()
 
     check_well_formed(recorder.events)
+    # It degrades: it says so, and partials become rarer than the decoder's own pace. Back-to-back partials
+    # would start one decode time apart; degraded, they start at least 1.5 of the decode times it measured
+    # apart. A more loaded machine only measures longer decodes and spaces them further, so this holds anywhere.
     statuses = [event.text for event in recorder.of("status")]
     assert any(status.startswith("falling behind: step") for status in statuses), statuses
-    # Audio that waited for the worker stays bounded by about two slow decodes, and does not grow over time.
-    lags = [lag for _, lag in dictation.stats.lags]
-    assert dictation.stats.max_lag_s < 3 * (slow.delay + 1.0)
-    third = len(lags) // 3
-    assert np.mean(lags[-third:]) <= np.mean(lags[:third]) + 1.0
-    # Partials became rarer than the decoder's own pace: back-to-back partials would start every decode time
-    # (1.6 s here); degraded, they start at least 1.5 decode times apart (the audio clock runs with the wall's).
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(slow.calls) if not a[1] and not b[1]]
     assert gaps and min(gaps) >= 1.5 * slow.delay - 0.05, gaps
+    # No backlog: the audio waiting for the worker does not grow over the recording (the last third waits no
+    # longer than the first), and every sentence still ends final, with the text it would have had anyway.
+    lags = [lag for _, lag in dictation.stats.lags]
+    third = len(lags) // 3
+    assert np.mean(lags[-third:]) <= np.mean(lags[:third]) + 1.0, lags
+    for utterance in utterances:
+        assert overlapping(recorder.of("final"), utterance), utterance
     reference = " ".join(u.text for u in utterances)
     said = offline_text([w for w in offline if w.end <= utterances[-1].end + 0.5])
     assert metrics.wer(reference, text) <= metrics.wer(reference, said) + 0.10, text
-    for utterance in utterances:
-        finals = overlapping(recorder.of("final"), utterance)
-        assert finals and max(event.emitted_at for event in finals) - utterance.end < 3 * (slow.delay + 1.0)
 
 
 def test_as_fast_as_possible_replay(speech: Speech, decoder: WhisperDecoder, offline: list[Word]) -> None:
@@ -494,7 +506,7 @@ def test_importing_dictation_loads_no_heavy_library() -> None:
     import subprocess
 
     code = (
-        "import sys, app.core.dictation;"
+        "import sys, app.core.dictation.session;"
         "names = ('torch', 'faster_whisper', 'ctranslate2', 'sounddevice', 'av', 'PySide6');"
         "print(','.join(m for m in names if m in sys.modules))"
     )

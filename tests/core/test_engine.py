@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.audio import Audio
 from app.core.cancel import CancelToken
-from app.core.diarize import DiarizerOptions, SpeakerHints
+from app.core.engine.audio import Audio
+from app.core.engine.diarize import DiarizerOptions, SpeakerHints
+from app.core.engine.pipeline import PipelineOptions
+from app.core.engine.transcribe import TranscriptionOptions
 from app.core.errors import CancelledError
-from app.core.pipeline import PipelineOptions
-from app.core.transcribe import TranscriptionOptions
 from tests import metrics, synth
 
 
@@ -102,7 +102,7 @@ def test_three_synthetic_voices_are_never_merged_and_turns_stay_whole(engine, th
 
 
 def test_speaker_hints_are_obeyed(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
-    from app.core.audio import decode_audio
+    from app.core.engine.audio import decode_audio
 
     audio = decode_audio(three_voices[0])
     two = engine.diarize(audio, DiarizerOptions(backend="embedded", hints=SpeakerHints(num_speakers=2)))
@@ -144,8 +144,8 @@ def test_progress_rises_to_one_and_cancel_stops_the_job(engine, three_voices) ->
 
 
 def test_pyannote_not_downloaded_or_broken_falls_back_to_the_built_in_diarizer(engine, three_voices) -> None:  # type: ignore[no-untyped-def]
-    from app.core.audio import decode_audio
-    from app.core.diarize.pyannote_models import _REQUIRED_FILES, pipeline_dir
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.diarize.pyannote_models import _REQUIRED_FILES, pipeline_dir
 
     audio = decode_audio(three_voices[0])
     # A token alone no longer reaches for the hub: pyannote runs only from a downloaded copy.

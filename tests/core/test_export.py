@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core import export
-from app.core.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+from app.core.engine import export
+from app.core.engine.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def make_transcript() -> Transcript:
@@ -146,7 +148,7 @@ def test_unknown_format() -> None:
 EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
-from app.core.export import export_each
+from app.core.engine.export import export_each
 from tests.core.test_export import make_transcript
 
 limit = int(sys.argv[2])
@@ -200,7 +202,7 @@ def test_a_renderer_that_raises_costs_only_its_format(tmp_path: Path, monkeypatc
 def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
     """Issue 18: exports replaced files the user had edited. Scriba records the hash of what it wrote and only
     replaces a file that still holds exactly that."""
-    from app.core.jobs import JobStore
+    from app.core.queue.jobs import JobStore
 
     record = JobStore(tmp_path / "data")
     out = tmp_path / "out"
@@ -225,3 +227,11 @@ def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
         make_transcript(), out, "talk", ["txt"], may_replace=export.unchanged_since_written(None)
     )
     assert blind.stem == "talk-3"
+
+
+def test_one_way_to_number_a_name_in_use() -> None:
+    from app.core.engine.export import first_free_stem
+
+    assert first_free_stem("talk", lambda name: False) == "talk"
+    assert first_free_stem("talk", {"talk", "talk-2"}.__contains__) == "talk-3"
+    assert first_free_stem("talk-2", {"talk-2"}.__contains__) == "talk-2-2"

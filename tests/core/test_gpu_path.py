@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from app.core import transcribe as transcribe_module
-from app.core.audio import decode_audio
-from app.core.cuda_libs import CudaLibrary, _load, install_hint, preload_cuda_libraries
+from app.core.engine import transcribe as transcribe_module
+from app.core.engine.audio import decode_audio
+from app.core.engine.gpu_plan import GpuMemory, choose_batch_size, choose_model, fit_warning, is_out_of_memory
+from app.core.engine.models import CATALOG
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions, select_device
 from app.core.errors import DeviceError
-from app.core.gpu_plan import GpuMemory, choose_batch_size, choose_model, fit_warning, is_out_of_memory
-from app.core.models import CATALOG
-from app.core.transcribe import Transcriber, TranscriptionOptions, select_device
+from app.core.gpu.cuda_libs import CudaLibrary, _load, install_hint, preload_cuda_libraries
 
 CUDA_OOM = "CUDA failed with error out of memory"
 
@@ -82,7 +82,7 @@ def test_compute_type_chain_falls_back_and_logs(
 ) -> None:
     options = TranscriptionOptions(model="tiny.en", device="cuda", language="en", batch_size=0)
     transcriber = Transcriber(options, model_factory=_cpu_backed_factory(pretend_gpu), memory_probe=_gpu_memory(6000))
-    with caplog.at_level(logging.WARNING, logger="app.core.transcribe"):
+    with caplog.at_level(logging.WARNING, logger="app.core.engine.transcribe"):
         result = transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
     assert pretend_gpu == [("cuda", "int8_float16"), ("cuda", "float16"), ("cuda", "int8")]
     assert result.compute_type == "int8" and result.device == "cuda"

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app.core.gpustats import GpuStatsSampler, StatsSnapshot
+from app.core.gpu.gpustats import GpuStatsSampler, StatsSnapshot
 from tests.core.nvml_standin import (
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -15,6 +15,8 @@ from tests.core.nvml_standin import (
     NVMLError,
     NvmlStandIn,
 )
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def test_values_units_and_our_memory() -> None:

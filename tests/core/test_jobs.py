@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.jobs import JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
-from app.core.transcript import Segment, Transcript
+from app.core.engine.transcript import Segment, Transcript
+from app.core.queue.jobs import JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def _transcript(text: str = " hello there") -> Transcript:
@@ -114,7 +116,7 @@ def test_running_job_of_a_dead_process_is_queued_again(tmp_path: Path) -> None:
     job = store.add(tmp_path / "a.wav", JobOptions())
     # Another process claims the job and dies without a word (kill -9).
     code = (
-        "import sys; from pathlib import Path; from app.core.jobs import JobStore;"
+        "import sys; from pathlib import Path; from app.core.queue.jobs import JobStore;"
         "s = JobStore(Path(sys.argv[1])); j = s.claim_next(); s.report_progress(j.id, 0.4, 'transcribe');"
         "import os; os._exit(0)"
     )
@@ -139,7 +141,7 @@ def test_finish_writes_the_transcript_before_the_state(tmp_path: Path, monkeypat
     store = JobStore(tmp_path)
     job = store.add(tmp_path / "a.wav", JobOptions())
     store.claim_next()
-    import app.core.jobs as jobs_module
+    import app.core.queue.jobs as jobs_module
 
     def full_disk(path: Path, text: str) -> None:
         raise OSError(28, "No space left on device")
@@ -190,7 +192,7 @@ def test_wal_mode_and_concurrent_claims_never_share_a_job(tmp_path: Path) -> Non
         store.add(tmp_path / f"{index}.wav", JobOptions())
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     code = (
-        "import sys; from pathlib import Path; from app.core.jobs import JobStore;"
+        "import sys; from pathlib import Path; from app.core.queue.jobs import JobStore;"
         "s = JobStore(Path(sys.argv[1]), recover=False); ids = [];\n"
         "while (j := s.claim_next()) is not None: ids.append(j.id)\n"
         "print(' '.join(map(str, ids)))"
@@ -216,7 +218,7 @@ def test_add_many_and_change_detection_across_connections(tmp_path: Path) -> Non
 
 
 def test_owner_alive_tells_a_reused_pid_from_the_process_that_wrote_the_row() -> None:
-    from app.core.sqlite_db import owner_alive, process_started_at
+    from app.core.queue.sqlite_db import owner_alive, process_started_at
 
     mine = process_started_at()
     assert mine is not None
@@ -255,7 +257,7 @@ def _in_new_pid_namespace(code: str, *args: str) -> subprocess.CompletedProcess[
 # The worker runs a little (longer than the 1 s that start times are allowed to differ by, see sqlite_db) and dies
 # without a word, like kill -9 or a container stopped.
 CLAIM_AND_DIE = (
-    "import os, sys, time; from pathlib import Path; from app.core.jobs import JobStore;"
+    "import os, sys, time; from pathlib import Path; from app.core.queue.jobs import JobStore;"
     "s = JobStore(Path(sys.argv[1]), recover=False); j = s.claim_next(); assert os.getpid() == 1;"
     "s.report_progress(j.id, 0.3, 'transcribe'); time.sleep(1.5); os._exit(0)"
 )
@@ -276,7 +278,7 @@ def test_a_job_whose_pid_was_reused_is_not_running_forever(tmp_path: Path) -> No
 
     # Cancel, remove and retry in the restarted "container" (its own pid 1 is alive) now act on the stuck job.
     code = (
-        "import sys, json; from pathlib import Path; from app.core.jobs import JobStore;"
+        "import sys, json; from pathlib import Path; from app.core.queue.jobs import JobStore;"
         "s = JobStore(Path(sys.argv[1]), recover=False); ids = json.loads(sys.argv[2]);"
         "print(s.cancel(ids[0]).state.value); s.remove(ids[1]); print(s.retry(ids[2]).state.value)"
     )
@@ -293,7 +295,7 @@ def test_opening_the_queue_after_a_restart_requeues_the_stuck_job(tmp_path: Path
     job = store.add(tmp_path / "a.wav", JobOptions())
     assert _in_new_pid_namespace(CLAIM_AND_DIE, str(tmp_path)).returncode == 0
     opened = _in_new_pid_namespace(
-        "import sys; from pathlib import Path; from app.core.jobs import JobStore;"
+        "import sys; from pathlib import Path; from app.core.queue.jobs import JobStore;"
         "print(JobStore(Path(sys.argv[1])).recovered)",
         str(tmp_path),
     )
@@ -317,7 +319,7 @@ def test_a_live_owner_in_another_namespace_keeps_its_job(tmp_path: Path) -> None
 def test_a_schema_1_queue_is_upgraded_and_its_rows_fall_back_to_the_pid(tmp_path: Path) -> None:
     import sqlite3
 
-    from app.core import jobs as jobs_module
+    from app.core.queue import jobs as jobs_module
 
     old_schema = jobs_module._SCHEMA.replace("    worker_started_at REAL,\n", "").replace(
         ",\n    warnings TEXT NOT NULL DEFAULT '[]'", ""
@@ -404,7 +406,7 @@ def test_a_corrupt_queue_is_set_aside_and_a_new_one_starts(tmp_path: Path, how: 
 def test_a_locked_queue_is_not_taken_for_a_corrupt_one(tmp_path: Path) -> None:
     import sqlite3
 
-    from app.core.sqlite_db import is_corruption
+    from app.core.queue.sqlite_db import is_corruption
 
     assert not is_corruption(sqlite3.OperationalError("database is locked"))
     assert not is_corruption(sqlite3.OperationalError("database or disk is full"))

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
 
-from app.core.audio import Audio
-from app.core.diarize.base import SpeakerHints
-from app.core.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
-from app.core.transcribe import Transcriber, TranscriptionOptions, piece_bounds
-from tests import metrics, synth
+from app.core.engine.audio import Audio
+from app.core.engine.diarize.base import SpeakerHints
+from app.core.engine.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions, piece_bounds
+from tests import metrics, real_speech, synth
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +112,56 @@ def _without(turns: tuple, meeting_samples: int, monologue_samples: int):  # typ
     last = first + monologue_samples / synth.SAMPLE_RATE
     kept = [(t.start, t.end, t.speaker) for t in turns if t.end <= first or t.start >= last]
     return metrics.turns_annotation(kept)
+
+
+def test_passages_heard_again_count_once() -> None:
+    """Two real speakers heard six times over (a long recording that repeats its audio, as the long-file
+    benchmark's rounds do): clustered with the repeats counted once, the windows fall into the same speakers as
+    one hearing does; counted as independent windows, each repeated passage became a speaker of its own."""
+    from app.core.engine.diarize.embedded import (
+        _window_starts,
+        cluster,
+        local_voice_spread,
+        repeat_groups,
+    )
+
+    options = EmbeddedDiarizerOptions()
+    _, encoder = EmbeddedDiarizer(options, threads=2)._load()
+    window, step = 150, 75  # the diarizer's 1.5 s windows every 0.75 s, in 10 ms frames
+    folder = real_speech.real_speech_dir()
+    readers = []
+    for name in ("mfa_en_spontaneous_a", "mfa_en_spontaneous_b"):
+        samples, rate = soundfile.read(folder / f"{name}.wav", dtype="float32")
+        assert rate == 16000
+        frames = len(samples) // 160
+        starts, _ = _window_starts([(0, frames)], frames, window, step)
+        readers.append((encoder.embed_windows(samples, starts, window), starts))
+
+    def hear(times: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        embeddings, starts, reader = [], [], []
+        offset = 0
+        for _ in range(times):
+            for index, (vectors, at) in enumerate(readers):
+                embeddings.append(vectors)
+                starts.append(at + offset)
+                reader += [index] * len(vectors)
+                offset = int(starts[-1][-1]) + window + 100  # a second of silence, then the next reader
+        return np.concatenate(embeddings), np.concatenate(starts), np.asarray(reader)
+
+    def labels(embeddings: np.ndarray, starts: np.ndarray, grouped: bool) -> np.ndarray:
+        noise = local_voice_spread(embeddings, starts, window, options.noise_neighbours, 0.3)
+        groups = repeat_groups(embeddings, starts, window, noise, options.repeat_distance) if grouped else None
+        return cluster(embeddings, noise, step / window, SpeakerHints(), options, groups)
+
+    once = labels(*hear(1)[:2], grouped=True)
+    embeddings, starts, _ = hear(6)
+    per_hearing = len(once)
+    plain = labels(embeddings, starts, grouped=False)
+    assert plain.max() + 1 > once.max() + 1  # the trap: six hearings as independent windows split the voices
+    grouped = labels(embeddings, starts, grouped=True)
+    assert grouped.max() + 1 == once.max() + 1
+    for hearing in range(6):
+        part = grouped[hearing * per_hearing : (hearing + 1) * per_hearing]
+        # The same partition as one hearing (labels may be numbered otherwise).
+        pairs = set(zip(part.tolist(), once.tolist(), strict=True))
+        assert len(pairs) == once.max() + 1, (hearing, sorted(pairs))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from app.core.diarize.base import Turn
-from app.core.merge import assign_speakers
-from app.core.transcript import Segment, Word
+import pytest
+
+from app.core.engine.diarize.base import Turn
+from app.core.engine.merge import assign_speakers
+from app.core.engine.transcript import Segment, Word
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def words(*spec: tuple[float, float, str]) -> tuple[Word, ...]:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core import models
+from app.core.engine import models
 from app.core.errors import ModelDownloadError, ModelNotFoundError
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def test_bundled_tiny_en_is_the_default_on_a_fresh_machine(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.diarize import DiarizerOptions, choose_backend
-from app.core.diarize.pyannote_models import (
+from app.core.engine.diarize import DiarizerOptions, choose_backend
+from app.core.engine.diarize.pyannote_models import (
     PYANNOTE_REPO,
     TERMS_URL,
     PyannoteAccessError,
@@ -101,8 +101,8 @@ def test_download_then_diarize_offline_from_the_cache(
     samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
     clip = tmp_path / "clip.wav"
     soundfile.write(clip, samples[: 8 * rate], rate)
-    from app.core.pipeline import Engine, PipelineOptions
-    from app.core.transcribe import TranscriptionOptions
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
 
     requests_before = len(state.requests)
     started = time.perf_counter()
@@ -138,7 +138,7 @@ def test_an_interrupted_download_resumes_where_it_stopped(
 
 
 def test_a_pipeline_in_the_current_directory_is_never_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.core.diarize.pyannote_backend import PyannoteDiarizer
+    from app.core.engine.diarize.pyannote_backend import PyannoteDiarizer
     from app.core.errors import DiarizationError
 
     # What the audit found: a folder named like the hub id in the working directory, whose config names code.
@@ -190,7 +190,7 @@ def test_the_command_line_checks_downloads_lists_and_removes(hub: tuple[HubState
 
 
 def test_the_packaged_app_finds_the_bundled_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.core.diarize.pyannote_models import _REQUIRED_FILES, PYANNOTE_DIR_NAME
+    from app.core.engine.diarize.pyannote_models import _REQUIRED_FILES, PYANNOTE_DIR_NAME
 
     bundle = tmp_path / "_internal"
     for name in _REQUIRED_FILES:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.core.audio import decode_audio
-from app.core.diarize.encoder import SpeakerEncoder
-from app.core.speakers import (
+from app.core.engine.audio import decode_audio
+from app.core.engine.diarize.encoder import SpeakerEncoder
+from app.core.engine.speakers import (
     LIBRARY_FILE,
     MATCH_THRESHOLD,
     SpeakerLibrary,
@@ -22,7 +22,7 @@ from app.core.speakers import (
     speaker_voiceprints,
     speech_spans,
 )
-from app.core.transcript import Transcript
+from app.core.engine.transcript import Transcript
 from tests.metrics import rttm_annotation, transcript_annotation, turns_annotation
 from tests.real_speech import real_speech_dir, rttm_turns
 
@@ -127,9 +127,9 @@ def test_one_name_is_never_given_twice(library_dir: Path, encoder: SpeakerEncode
 @pytest.fixture(scope="module")
 def transcripts(engine: Any, library_dir: Path, real: Path) -> dict[str, Transcript]:
     """ES2003b and EN2002a through the whole pipeline (tiny.en, the built-in diarizer), library enrolled."""
-    from app.core.diarize import DiarizerOptions
-    from app.core.pipeline import PipelineOptions
-    from app.core.transcribe import TranscriptionOptions
+    from app.core.engine.diarize import DiarizerOptions
+    from app.core.engine.pipeline import PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
 
     options = PipelineOptions(
         transcription=TranscriptionOptions(language="en", cpu_threads=2),

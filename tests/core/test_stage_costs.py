@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.stage_costs import STAGES, StageCosts, model_cost, stage_layout
+from app.core.engine.stage_costs import STAGES, StageCosts, job_fraction, model_cost, stage_layout
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
 
 def test_first_job_uses_estimates_scaled_by_model_and_device() -> None:
@@ -33,3 +35,19 @@ def test_measured_rates_replace_estimates_for_the_same_set_up_only() -> None:
     assert costs.rates("small.en", "cpu", "embedded", "cpu")["transcribe"] != pytest.approx(30 / 600)
     costs.record({**timings, "diarize": 1.0}, 10.0, "tiny.en", "cpu", "embedded", "cpu")
     assert stage_layout(costs.rates("tiny.en", "cpu", "embedded", "cpu"))[1]["diarize"] == pytest.approx(60 / 92)
+
+
+def test_a_finished_job_reads_exactly_one_whatever_the_shares_sum_to() -> None:
+    # Rates whose shares, summed in floats, end one ulp short of 1.0 (CI saw a job end at 0.9999999999999999).
+    rates = {
+        "decode": 0.9014274576114836,
+        "transcribe": 0.30589983033553536,
+        "diarize": 0.127229304967304,
+        "merge": 0.0,
+    }
+    offsets, shares = stage_layout(rates)
+    assert offsets["merge"] + shares["merge"] < 1.0  # the trap is really there
+    fractions = [job_fraction(offsets, shares, stage, f) for stage in STAGES for f in (0.0, 0.5, 1.0)]
+    assert fractions == sorted(fractions)
+    assert fractions[-1] == 1.0
+    assert job_fraction(offsets, shares, "transcribe", 2.0) == job_fraction(offsets, shares, "transcribe", 1.0)

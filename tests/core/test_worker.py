@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.core.jobs import JobOptions, JobState, JobStore
-from app.core.worker import JobEvent, QueueWorker
+from app.core.queue.jobs import JobOptions, JobState, JobStore
+from app.core.queue.worker import JobEvent, QueueWorker
 
 FAST = JobOptions(diarizer="embedded", formats=("txt", "json"))
 
@@ -137,7 +137,7 @@ def test_stop_puts_the_running_job_back(tmp_path: Path, long_wav: Path) -> None:
 
 def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -> None:
     """The window and `scriba queue run` side by side: never two jobs (two models) at once."""
-    from app.core.worker import QueueLock
+    from app.core.queue.worker import QueueLock
 
     store = JobStore(tmp_path)
     jobs = [store.add(sample_dir / "sample.wav", FAST) for _ in range(2)]
@@ -163,7 +163,7 @@ def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -
 def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.core import export
+    from app.core.engine import export
     from tests.core.test_export import make_transcript
 
     store = JobStore(tmp_path / "data")
@@ -217,8 +217,8 @@ def test_a_worker_reclaims_the_job_of_a_worker_that_died(tmp_path: Path, sample_
     store = JobStore(tmp_path)
     job = store.add(sample_dir / "sample.wav", FAST)
     code = (
-        "import os, sys, time; from pathlib import Path; from app.core.jobs import JobStore;"
-        "from app.core.worker import QueueLock;"
+        "import os, sys, time; from pathlib import Path; from app.core.queue.jobs import JobStore;"
+        "from app.core.queue.worker import QueueLock;"
         "s = JobStore(Path(sys.argv[1]), recover=False); lock = QueueLock(Path(sys.argv[1])); assert lock.acquire();"
         "s.claim_next(); print('claimed', flush=True); time.sleep(600)"
     )

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.jobs import JobStore
-from app.core.settings import SettingsStore
+from app.core.config.settings import SettingsStore
+from app.core.queue.jobs import JobStore
 from tests.conftest import MemoryKeyring
 
 
@@ -36,3 +36,19 @@ def open_window(qtbot, tmp_path: Path) -> Callable[..., object]:  # type: ignore
         return window
 
     return open_
+
+
+@pytest.fixture(scope="session")
+def call_transcript(sample_dir: Path):  # type: ignore[no-untyped-def]
+    """The real engine's transcript of the sample phone call (tiny.en, word timings, built-in diarizer), made
+    once: tests that are about reading and editing start from it instead of queueing a job each."""
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions
+    from app.core.engine.transcript import Transcript
+
+    engine = Engine()
+    try:
+        made = engine.run(sample_dir / "sample.wav", PipelineOptions(transcription=TranscriptionOptions(language="en")))
+    finally:
+        engine.unload()
+    return Transcript.from_dict(made.to_dict())  # as the queue stores it (rounded times), so tests compare exactly

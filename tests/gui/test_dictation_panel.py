@@ -15,9 +15,10 @@ import soundfile
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor, QTextDocument
 
-from app.core.audio import SAMPLE_RATE
-from app.core.dictation import ArraySource, AudioInputError, AudioSource, DictationOptions
-from app.core.jobs import JobState
+from app.core.dictation.sources import ArraySource, AudioInputError, AudioSource
+from app.core.dictation.stream import DictationOptions
+from app.core.engine.audio import SAMPLE_RATE
+from app.core.queue.jobs import JobState
 from app.gui import dictation_panel
 from app.gui.dictation_panel import DictationPanel, InputDevice, PanelState
 from tests import synth

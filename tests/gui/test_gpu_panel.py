@@ -13,10 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QApplication
 
-from app.core.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
-from app.core.jobs import JobStore
-from app.core.settings import SettingsStore
-from app.core.worker import JobEvent
+from app.core.config.settings import SettingsStore
+from app.core.gpu.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
+from app.core.queue.jobs import JobStore
+from app.core.queue.worker import JobEvent
 from app.gui.gpu_panel import CPU_SERIES, GPU_SERIES, GpuPanel
 from app.gui.window import MainWindow
 from tests.core.nvml_standin import Frame, NVMLError, NvmlStandIn
@@ -155,12 +155,12 @@ def test_job_speed_and_eta_follow_worker_events_and_clear_when_done(gpu_window, 
     qtbot.waitUntil(lambda: panel.compact_label.text() == H100_COMPACT, timeout=WAIT)
     source = Path("/recordings/interview.wav")
 
-    window.bridge.event.emit(JobEvent("started", 7, source, duration=84.0))
+    window.bridge.job_event.emit(JobEvent("started", 7, source, duration=84.0))
     assert panel.job_label.text() == "Job: interview.wav · 0% · measuring speed…"
-    window.bridge.event.emit(JobEvent("progress", 7, source, 0.01, "transcribing", 84.0))
+    window.bridge.job_event.emit(JobEvent("progress", 7, source, 0.01, "transcribing", 84.0))
     assert panel.job_label.text() == "Job: interview.wav · 1% · measuring speed…"
     assert panel.compact_label.text() == H100_COMPACT
-    window.bridge.event.emit(JobEvent("progress", 7, source, 0.5, "transcribing", 84.0, 12.07, 42.4))
+    window.bridge.job_event.emit(JobEvent("progress", 7, source, 0.5, "transcribing", 84.0, 12.07, 42.4))
     assert panel.job_label.text() == "Job: interview.wav · 50% · 12.1× real time · ETA 0:42"
     assert panel.compact_label.text() == H100_COMPACT + " · 12.1× · ETA 0:42"
     # New GPU readings keep the job's part of the status bar.
@@ -168,7 +168,7 @@ def test_job_speed_and_eta_follow_worker_events_and_clear_when_done(gpu_window, 
     qtbot.waitUntil(lambda: panel.snapshots_shown >= shown + 2, timeout=WAIT)
     assert panel.compact_label.text() == H100_COMPACT + " · 12.1× · ETA 0:42"
 
-    window.bridge.event.emit(JobEvent("done", 7, source, 1.0, "", 84.0, 12.5, 0.0))
+    window.bridge.job_event.emit(JobEvent("done", 7, source, 1.0, "", 84.0, 12.5, 0.0))
     assert panel.job_label.text() == "Job: idle"
     assert panel.compact_label.text() == H100_COMPACT
 
@@ -240,7 +240,7 @@ def test_the_graph_draws_each_series_at_its_value_over_ten_minutes(qtbot) -> Non
     qtbot.waitExposed(panel)
     # Ten minutes of steady readings, two points: one at each edge of the graph.
     for time in (1000.0, 1600.0):
-        panel.relay.arrived.emit(_gpu_snapshot(time, utilisation=80, memory_pct=50, temperature=20))
+        panel.show_snapshot(_gpu_snapshot(time, utilisation=80, memory_pct=50, temperature=20))
     assert len(panel.history) == 2 and panel.graph.series == GPU_SERIES
     image = panel.graph.grab().toImage()
     middle = image.width() // 2
@@ -257,11 +257,9 @@ def test_the_graph_draws_each_series_at_its_value_over_ten_minutes(qtbot) -> Non
     assert not _colour_near(image, middle, y(50), utilisation, background)
 
     # A point older than ten minutes leaves the history; a missing reading is a gap, not a zero.
-    panel.relay.arrived.emit(_gpu_snapshot(1700.0, utilisation=80, memory_pct=50, temperature=20))
+    panel.show_snapshot(_gpu_snapshot(1700.0, utilisation=80, memory_pct=50, temperature=20))
     assert [point.time for point in panel.history] == [1600.0, 1700.0]
-    panel.relay.arrived.emit(
-        StatsSnapshot(1701.0, True, "", (GpuReading(0, "?", error="the GPU fell off the bus"),), None)
-    )
+    panel.show_snapshot(StatsSnapshot(1701.0, True, "", (GpuReading(0, "?", error="the GPU fell off the bus"),), None))
     assert panel.history[-1].values == (None, None, None)
     assert panel.compact_label.text() == "GPU: no reading"
     assert panel.message_label.text() == "GPU 0: the GPU fell off the bus"

@@ -6,10 +6,8 @@ Rented machines are Lambda Cloud's documented API replayed on loopback (tests/cl
 from __future__ import annotations
 
 import glob
-import shlex
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,14 +19,16 @@ import soundfile
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.cloud.estimate import LOCAL_PROVIDER
-from app.cloud.launch import ledger_for
-from app.cloud.ledger import LaunchState, Ledger, Owner
-from app.cloud.offload import Offload, OffloadEvent
+from app.cloud.offload.base import OffloadConfig, OffloadEvent, OffloadTiming
+from app.cloud.offload.launch import ledger_for
+from app.cloud.offload.ledger import LaunchState, Ledger, Owner
+from app.cloud.offload.run import Offload
+from app.cloud.offload.session import SSH_HOST_KEY, RentFactory, why_not_rentable
+from app.cloud.pricing.estimate import LOCAL_PROVIDER
 from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
-from app.core.jobs import JobOptions, JobState
-from app.core.settings import SettingsStore
+from app.core.config.settings import SettingsStore
+from app.core.queue.jobs import JobOptions, JobState
 from app.gui.offload_dialog import (
     COST_COLUMN,
     LAUNCH_COLUMN,
@@ -36,16 +36,12 @@ from app.gui.offload_dialog import (
     OFFER_COLUMN,
     PRICE_COLUMN,
     PROVIDER_COLUMN,
-    SSH_HOST_KEY,
     OffloadDialog,
-    RentFactory,
-    why_not_rentable,
 )
 from app.gui.window import MainWindow
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
-from tests.cloud.sshd import LoopbackSshd
+from tests.cloud.sshd import LoopbackSshd, remote_command
 
-REPO = Path(__file__).resolve().parents[2]
 OPTIONS = JobOptions(model="tiny.en", language="en", diarizer="embedded", formats=("txt", "json"))
 ESTIMATE_WAIT = 30_000  # ms: probing two headers and reading the price table
 RUN_WAIT = 240_000  # ms: two files through tiny.en and the embedded diarizer on a loaded 2-core machine
@@ -87,18 +83,6 @@ def two_calls(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> lis
     for path in paths:
         soundfile.write(path, samples, rate)
     return paths
-
-
-def remote_command(tmp_path: Path) -> str:
-    """What the user types as the remote command: this checkout, with its own cache and data folders there."""
-    home = tmp_path / "remote-home"
-    env = {
-        "PYTHONPATH": str(REPO),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_DATA_HOME": str(home / "data"),
-        "PYANNOTE_METRICS_ENABLED": "0",
-    }
-    return shlex.join([*(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", "app"])
 
 
 def queue_and_open(window: MainWindow, qtbot: Any, files: list[Path]) -> OffloadDialog:
@@ -170,16 +154,12 @@ def rent_on_replayed_lambda(api: ReplayServer, tmp_path: Path) -> RentFactory:
         data_dir: Path,
         *,
         options: JobOptions,
-        on_event: Callable[[OffloadEvent], None] | None,
         budget_usd: float | None,
         estimate_usd: float | None,
         hf_token: str | None = None,
     ) -> Offload:
         assert provider_name == "lambda"
-        return Offload(
-            provider,
-            A10,
-            ledger_for(data_dir),
+        config = OffloadConfig(
             options=options,
             key_file=None,
             public_key=PUBLIC_KEY,
@@ -187,10 +167,9 @@ def rent_on_replayed_lambda(api: ReplayServer, tmp_path: Path) -> RentFactory:
             pin_new_host=True,
             budget_usd=budget_usd,
             estimate_usd=estimate_usd,
-            on_event=on_event,
-            terminate_attempts=1,
-            verify_timeout_s=0.0,
+            timing=OffloadTiming(terminate_attempts=1, verify_timeout_s=0.0),
         )
+        return Offload(provider, A10, ledger_for(data_dir), config)
 
     return rent
 

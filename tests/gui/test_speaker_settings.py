@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.core.diarize.pyannote_models import PYANNOTE_REPO, TERMS_URL, find_pipeline
-from app.core.settings import Settings
+from app.core.config.settings import Settings
+from app.core.engine.diarize.pyannote_models import PYANNOTE_REPO, TERMS_URL, find_pipeline
 from app.gui.settings_dialog import SettingsDialog
 from tests.hub_standin import HubState, serve_hub
 
@@ -75,7 +75,7 @@ def test_a_good_token_downloads_and_pyannote_will_run(qtbot: Any, endpoint: str)
 
 
 def test_about_names_the_models_and_their_licences() -> None:
-    from app.gui.window import about_text
+    from app.gui.about import about_text
 
     text = about_text()
     assert "speaker-diarization-community-1" in text and "CC-BY-4.0" in text
@@ -83,7 +83,7 @@ def test_about_names_the_models_and_their_licences() -> None:
 
 
 def test_the_transcript_says_which_diarizer_ran_and_why(qtbot: Any) -> None:
-    from app.core.transcript import DiarizationInfo, Transcript
+    from app.core.engine.transcript import DiarizationInfo, Transcript
     from app.gui.transcript_view import TranscriptView
 
     view = TranscriptView()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.core.audio import decode_audio
-from app.core.diarize.encoder import SpeakerEncoder
-from app.core.speakers import SpeakerLibrary, enroll
+from app.core.engine.audio import decode_audio
+from app.core.engine.diarize.encoder import SpeakerEncoder
+from app.core.engine.speakers import SpeakerLibrary, enroll
 from tests.gui.test_window import finished_transcript
 from tests.real_speech import real_speech_dir
 

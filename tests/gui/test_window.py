@@ -12,11 +12,11 @@ from pathlib import Path
 
 import psutil
 from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.core.jobs import JobState
-from app.core.settings import Settings, SettingsStore
+from app.core.config.settings import Settings, SettingsStore
+from app.core.queue.jobs import JobState
 from app.gui.queue_model import PROGRESS_COLUMN
 
 LONG_WAIT = 240_000  # ms; a loaded 2-core CI machine runs tiny.en at several x real time
@@ -104,12 +104,13 @@ def test_drop_two_files_and_a_corrupt_one(open_window, qtbot, sample_dir: Path, 
     qtbot.waitUntil(lambda: bool(window.notifications), timeout=5000)
     assert window.notifications[-1] == ("Scriba: queue finished", "2 done, 1 failed")
 
-    # Selecting a finished job shows its diarized transcript, coloured by speaker.
+    # Selecting a finished job shows its diarized transcript: speaker paragraphs, each speaker in a colour.
     window.select_job(window.store.jobs()[2].id)
     view = window.transcript_view
-    qtbot.waitUntil(lambda: view.table.rowCount() > 3, timeout=5000)
+    qtbot.waitUntil(lambda: len(view.paragraphs) > 3, timeout=5000)
     assert view.speaker_box.count() == 2
-    colours = {view.table.item(row, 2).background().color().name() for row in range(view.table.rowCount())}
+    assert view.editor.document().blockCount() == len(view.paragraphs)
+    colours = {view.editor.colour_of(paragraph.speaker).name() for paragraph in view.paragraphs}
     assert len(colours) == 2
     # Selecting the failed one says why.
     window.select_job(window.store.jobs()[1].id)
@@ -195,9 +196,15 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
     window, job, view = finished_transcript(open_window, qtbot, sample_dir / "sample.wav")
     speaker = view.speaker_box.itemText(0)
     view.rename_speaker(speaker, "Interviewer")
-    assert {view.table.item(row, 1).text() for row in range(view.table.rowCount())} >= {"Interviewer"}
-    assert speaker not in {view.table.item(row, 1).text() for row in range(view.table.rowCount())}
-    view.table.item(0, 2).setText("Corrected first line.")  # as the editor commits a change
+    assert "Interviewer" in {paragraph.speaker for paragraph in view.paragraphs}
+    assert speaker not in {paragraph.speaker for paragraph in view.paragraphs}
+    # The first paragraph retyped as a whole (selected, typed over), then the cursor leaves it.
+    editor = view.editor
+    cursor = QTextCursor(editor.document().findBlockByNumber(0))
+    cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+    editor.setTextCursor(cursor)
+    qtbot.keyClicks(editor, "Corrected first line.")
+    view.commit_pending()
 
     result = window.export_job(job.id, tmp_path / "out", ("txt", "srt", "vtt", "json"))
     assert not result.failures and len(result.written) == 4
@@ -209,25 +216,24 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
     assert "Interviewer" in stored["speakers"]
 
 
-def test_search_and_click_to_play_highlights_the_segment(open_window, qtbot, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_search_and_click_to_play_highlights_the_paragraph(open_window, qtbot, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
     _window, _job, view = finished_transcript(open_window, qtbot, sample_dir / "sample.wav")
-    segments = view.transcript.segments
-    word = segments[2].text.split()[0].strip(",.?!")
+    editor = view.editor
+    paragraphs = view.paragraphs
+    word = editor.document().findBlockByNumber(2).text().split()[0].strip(",.?!")
     view.search.setText(word)
-    rows = view.matching_rows(word)
-    assert rows and 2 in rows and view.table.currentRow() == rows[0]
+    found = view.matching_paragraphs(word)
+    assert found and 2 in found and editor.textCursor().blockNumber() == found[0]
+    assert editor.textCursor().selectedText().casefold() == word.casefold()
 
-    row = len(segments) // 2
-    rect = view.table.visualItemRect(view.table.item(row, 0))
-    qtbot.mouseClick(view.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert view.playing_row == row
+    number = len(paragraphs) // 2
+    qtbot.mouseClick(editor.viewport(), Qt.MouseButton.LeftButton, pos=editor.word_rect(number, 0).center())
+    assert view.playing_paragraph == number
     player = view._player
     assert player is not None and player.source().toLocalFile() == str(sample_dir / "sample.wav")
-    qtbot.waitUntil(lambda: player.position() >= int(segments[row].start * 1000), timeout=5000)
-    view.highlight_at(segments[row + 1].start + 0.01)  # as positionChanged does while the audio advances
-    assert view.playing_row == row + 1
-    assert view.table.item(row + 1, 2).background().color().name() == "#ffd54f"
-    assert view.table.item(row, 2).background().color().name() != "#ffd54f"
+    qtbot.waitUntil(lambda: player.position() >= int(editor.spans[number][0].seconds * 1000), timeout=5000)
+    view.highlight_at(paragraphs[number + 1].start + 0.01)  # as positionChanged does while the audio advances
+    assert view.playing_paragraph == number + 1
     view.stop_playback()
 
 
@@ -330,13 +336,31 @@ def test_unexpected_error_shows_a_dialog_and_the_window_stays(open_window, qtbot
     box.close()
 
 
+def test_an_error_written_for_the_user_shows_its_line_and_no_crash_report(open_window, qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.cloud.remote.transport import TransportError
+    from app.gui.main import CrashReporter
+
+    window = open_window(start_worker=False)
+    reporter = CrashReporter(tmp_path / "crash.log")
+    error = TransportError("ssh://me@host: the host has no SFTP subsystem; enable it in sshd_config")
+    reporter._excepthook(type(error), error, None)
+    qtbot.waitUntil(
+        lambda: any(isinstance(w, QMessageBox) and w.isVisible() for w in QApplication.topLevelWidgets()), timeout=3000
+    )
+    box = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible())
+    assert box.text() == str(error) and box.detailedText() == ""
+    assert reporter.reports == [] and not (tmp_path / "crash.log").exists()
+    assert window.isVisible()
+    box.close()
+
+
 def test_the_window_appears_before_any_heavy_import(tmp_path: Path) -> None:
     code = f"""
 import sys
 from pathlib import Path
 from app.gui.main import create_application
-from app.core.jobs import JobStore
-from app.core.settings import SettingsStore
+from app.core.queue.jobs import JobStore
+from app.core.config.settings import SettingsStore
 from app.gui.window import MainWindow
 app = create_application()
 window = MainWindow(JobStore(Path({str(tmp_path / "d")!r})), SettingsStore(Path({str(tmp_path / "c")!r})))

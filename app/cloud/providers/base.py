@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.cloud.types import Instance, Offer
+from app.core.errors import ScribaError
 from app.core.secrets import KEYRING_SERVICE
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ Clock = Callable[[], float]
 # ------------------------------------------------------------------------------------------------- errors
 
 
-class ProviderError(Exception):
+class ProviderError(ScribaError):
     """Something a provider did or refused. ``maybe_created`` is True when a launch request got no answer:
     a machine may exist that nobody knows the id of, so the ledger keeps the intent open until a sweep
     has looked for it by label."""

@@ -1,0 +1,1 @@
+"""The `scriba` command, one module per command group; `app.cli.main` parses and dispatches."""

@@ -1,0 +1,163 @@
+"""What the command groups share: the data folder, the job options, argument types and the progress line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from app.core.queue.jobs import JobOptions
+
+log = logging.getLogger("scriba")
+
+
+def formats(value: str) -> tuple[str, ...]:
+    from app.core.engine.export import FORMATS
+
+    chosen = tuple(dict.fromkeys(part.strip().lower() for part in value.split(",") if part.strip()))
+    unknown = [fmt for fmt in chosen if fmt not in FORMATS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"unknown format {', '.join(unknown) or value!r}: choose from {','.join(FORMATS)}"
+        )
+    return chosen
+
+
+def batch_size(text: str) -> int:
+    """``auto`` (-1: sized from free GPU memory, sequential on CPU), 0 (sequential) or a batch size."""
+    if text == "auto":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a batch size: give auto, 0 or a positive number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a batch size: give auto, 0 or a positive number")
+    return value
+
+
+def positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
+QUEUE_OUTPUT_HELP = "export here when done (default: keep in the queue)"
+
+
+def add_job_options(
+    parser: argparse.ArgumentParser, output_dir: Path | None = None, output_help: str = QUEUE_OUTPUT_HELP
+) -> None:
+    """The options of one job, declared once for `transcribe`, `queue add` and `offload run`; they differ only in
+    where the transcript goes by default (``output_dir``: the current folder for `transcribe`, none - kept in the
+    queue - for the others)."""
+    parser.add_argument("--model", default=None, help="catalog name or CTranslate2 directory (default: best on disk)")
+    parser.add_argument("--language", default=None, help="language code, e.g. en; default: detect")
+    parser.add_argument(
+        "--diarize", action=argparse.BooleanOptionalAction, default=True, help="label speakers (default: on)"
+    )
+    parser.add_argument(
+        "--diarizer",
+        choices=("auto", "pyannote", "embedded"),
+        default="auto",
+        help="diarization backend (default: pyannote once downloaded, else the built-in one)",
+    )
+    parser.add_argument(
+        "--no-identify", dest="identify", action="store_false", help="do not name known speakers (`scriba speakers`)"
+    )
+    parser.add_argument("--num-speakers", type=positive, default=None)
+    parser.add_argument("--min-speakers", type=positive, default=None)
+    parser.add_argument("--max-speakers", type=positive, default=None)
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--compute-type", default="auto", help="auto, int8, int8_float16, float16, float32 …")
+    parser.add_argument(
+        "--batch-size",
+        type=batch_size,
+        default=-1,
+        help="batched decoding with this batch size; 0: sequential; auto (default): from free GPU memory, "
+        "sequential on CPU",
+    )
+    parser.add_argument(
+        "-f",
+        "--formats",
+        type=formats,
+        default=("txt", "srt", "vtt", "json"),
+        help="comma-separated: txt,srt,vtt,json (default: all)",
+    )
+    parser.add_argument("-o", "--output-dir", type=Path, default=output_dir, help=output_help)
+
+
+def job_options_from_args(args: argparse.Namespace) -> JobOptions:
+    """The JobOptions of the options added by ``add_job_options``."""
+    from app.core.queue.jobs import JobOptions
+
+    return JobOptions(
+        model=args.model,
+        language=args.language,
+        diarize=args.diarize,
+        diarizer=args.diarizer,
+        identify=args.identify,
+        num_speakers=args.num_speakers,
+        min_speakers=args.min_speakers,
+        max_speakers=args.max_speakers,
+        device=args.device,
+        compute_type=args.compute_type,
+        batch_size=args.batch_size,
+        formats=args.formats,
+        output_dir=str(args.output_dir.absolute()) if args.output_dir else None,
+    )
+
+
+class ProgressBar:
+    """One line per file on a terminal; nothing but the final line when output is piped."""
+
+    def __init__(self, name: str, stream: TextIO, enabled: bool) -> None:
+        self.name = name
+        self.stream = stream
+        self.enabled = enabled and stream.isatty()
+        self.started = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, progress: object) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        fraction = float(getattr(progress, "fraction", 0.0))
+        if now - self._last < 0.1 and fraction < 1.0:
+            return
+        self._last = now
+        width = 30
+        filled = int(width * fraction)
+        stage = getattr(progress, "stage", "")
+        self.stream.write(f"\r{self.name[:40]:40} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%} {stage:10}")
+        self.stream.flush()
+
+    def finish(self, message: str) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * 100 + "\r")
+        self.stream.write(message + "\n")
+        self.stream.flush()
+
+
+def resolve_data_dir(option: Path | None) -> Path:
+    """--data-dir, else SCRIBA_DATA_DIR (portable installs, tests), else the platform's user data folder."""
+    if option is not None:
+        return option
+    from_environment = os.environ.get("SCRIBA_DATA_DIR")
+    if from_environment:
+        return Path(from_environment)
+    from app.core.paths import data_dir
+
+    return data_dir()
+
+
+def set_aside_text(path: Path) -> str:
+    return (
+        f"the queue database could not be read (damaged); it was moved to {path} (kept, not deleted) and a new, "
+        "empty queue was started. Transcripts already made are still in the transcripts folder beside it."
+    )

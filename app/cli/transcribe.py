@@ -1,0 +1,159 @@
+"""`scriba transcribe`: files in, transcripts out, with no queue."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.cli.common import ProgressBar, add_job_options, log, positive, resolve_data_dir, set_aside_text
+from app.core.errors import ExitCode
+
+
+def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    transcribe = commands.add_parser("transcribe", help="transcribe (and diarize) files")
+    transcribe.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="audio or video files")
+    add_job_options(transcribe, output_dir=Path("."), output_help="where to write (default: .)")
+    # What only a direct run takes: the queue's jobs and an offload use the defaults.
+    transcribe.add_argument(
+        "--pyannote-pipeline",
+        type=Path,
+        default=None,
+        help="a local pyannote pipeline folder (default: the downloaded one)",
+    )
+    transcribe.add_argument("--beam-size", type=positive, default=5)
+    transcribe.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    transcribe.add_argument("--no-vad", dest="vad", action="store_false", help="decode silence too")
+    transcribe.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    from app.core.cancel import CancelToken
+    from app.core.engine.diarize import DiarizerOptions, SpeakerHints
+    from app.core.engine.export import first_free_stem
+    from app.core.engine.pipeline import Engine, PipelineOptions
+    from app.core.engine.transcribe import TranscriptionOptions, resolve_device
+    from app.core.errors import ScribaError
+    from app.core.secrets import huggingface_token
+
+    try:
+        hints = SpeakerHints(args.num_speakers, args.min_speakers, args.max_speakers)
+        device = resolve_device(args.device)
+    except (ValueError, ScribaError) as error:
+        print(f"scriba: error: {error}", file=sys.stderr)
+        return ExitCode.USAGE
+    token, _ = huggingface_token() if args.diarize and args.diarizer != "embedded" else (None, "")
+    options = PipelineOptions(
+        transcription=TranscriptionOptions(
+            model=args.model,
+            device=device,
+            compute_type=args.compute_type,
+            language=args.language,
+            beam_size=args.beam_size,
+            vad_filter=args.vad,
+            batch_size=args.batch_size,
+            cpu_threads=max(0, args.threads),
+        ),
+        diarize=args.diarize,
+        diarizer=DiarizerOptions(
+            backend=args.diarizer,
+            hints=hints,
+            # What the user typed, made absolute here: the engine loads pipelines only from absolute paths.
+            pyannote_source=str(args.pyannote_pipeline.expanduser().absolute()) if args.pyannote_pipeline else None,
+            hf_token=token,
+            device=device,
+        ),
+        identify=args.identify,
+        speaker_library=str(resolve_data_dir(args.data_dir)),
+    )
+    engine = Engine()
+    cancel = CancelToken()
+    failures = 0
+    used_stems: dict[str, Path] = {}
+    record = _export_record(args.data_dir)
+    for source in args.inputs:
+        stem = source.stem
+        if stem in used_stems:
+            # Two inputs with one name (a/talk.mp3, b/talk.wav) must not overwrite each other's transcript.
+            numbered = first_free_stem(stem, used_stems.__contains__)
+            print(f"note: {source} has the same name as {used_stems[stem]}; writing {numbered}.*", file=sys.stderr)
+            stem = numbered
+        used_stems[stem] = source
+        bar = ProgressBar(source.name, sys.stderr, not args.quiet)
+        try:
+            transcript = engine.run(source, options, progress=bar.update, cancel=cancel)
+        except KeyboardInterrupt:
+            cancel.cancel()
+            bar.finish(f"cancelled: {source}")
+            return ExitCode.INTERRUPTED
+        except ScribaError as error:
+            failures += 1
+            bar.finish(f"error: {error}")
+            continue
+        except Exception as error:  # an unexpected failure on one file must not stop the others
+            failures += 1
+            log.debug("unexpected failure", exc_info=True)
+            bar.finish(f"error: {source}: {type(error).__name__}: {error}")
+            continue
+        written, problems = _save_transcript(transcript, args, stem, record)
+        speed = transcript.duration / max(transcript.timings.get("total", 0.0), 1e-9)
+        who = ""
+        if transcript.diarization is not None:
+            who = f", {len(transcript.speakers)} speaker(s) ({transcript.diarization.reason})"
+        bar.finish(
+            f"done: {source} -> {', '.join(str(path) for path in written)} "
+            f"[{transcript.duration:.1f} s audio, {speed:.1f}x real time, {transcript.model} on "
+            f"{transcript.device}/{transcript.compute_type}{who}]"
+        )
+        for warning in transcript.warnings:
+            print(f"warning: {source}: {warning}", file=sys.stderr)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if any(problem.startswith("error:") for problem in problems):
+            failures += 1
+    if failures:
+        print(f"{failures} of {len(args.inputs)} file(s) failed", file=sys.stderr)
+    return ExitCode.FAILED if failures else ExitCode.OK
+
+
+def _export_record(data_dir: Path | None) -> Any:
+    """The queue database, which remembers the files Scriba wrote (so that an edited one is never replaced);
+    None when it cannot be opened: then no existing file is replaced."""
+    from app.core.queue.jobs import JobStore
+
+    try:
+        store = JobStore(resolve_data_dir(data_dir), recover=False)
+    except Exception as error:
+        log.info("export record not available: %s", error)
+        return None
+    if store.set_aside is not None:
+        print(f"note: {set_aside_text(store.set_aside)}", file=sys.stderr)
+    return store
+
+
+def _save_transcript(transcript: Any, args: argparse.Namespace, stem: str, record: Any) -> tuple[list[Path], list[str]]:
+    """Export every format to -o; a format that cannot be written there goes to the data folder instead, so a
+    finished transcript is never thrown away. Returns the files written and the lines to tell the user."""
+    from app.core.engine.export import describe_write_error, export_each, unchanged_since_written
+
+    may_replace = unchanged_since_written(record)
+    result = export_each(transcript, args.output_dir, stem, args.formats, may_replace=may_replace, record=record)
+    written = list(result.written)
+    problems: list[str] = []
+    if result.renamed:
+        problems.append(
+            f"note: {result.requested_stem}.* in {args.output_dir} were not written by Scriba as they are now "
+            f"(edited by hand?): kept them, wrote {result.stem}.* instead"
+        )
+    if result.failures:
+        reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
+        fallback = resolve_data_dir(args.data_dir) / "unsaved-exports"
+        kept = export_each(transcript, fallback, stem, tuple(result.failures), may_replace=may_replace, record=record)
+        written += kept.written
+        if kept.written:
+            where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
+        else:
+            where = f"; it could not be kept in {fallback} either ({kept.summary()})"
+        problems.append(f"error: could not write to {args.output_dir} ({reasons}){where}")
+    return written, problems

@@ -1,0 +1,35 @@
+"""`scriba worker`: the remote machine's side of an offload, started over SSH by `scriba offload run`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = commands.add_parser("worker", help="(on a remote machine) run an offloaded job; used by `offload run`")
+    actions = worker.add_subparsers(dest="worker_command", metavar="ACTION", required=True)
+    run = actions.add_parser("run", help="transcribe the files of WORK/spec.json, events to WORK/events.jsonl")
+    run.add_argument("--dir", type=Path, required=True)
+    watchdog = actions.add_parser("watchdog", help="end the work when the client's heartbeat stops")
+    watchdog.add_argument("--dir", type=Path, required=True)
+    watchdog.add_argument("--heartbeat-timeout", type=float, default=180.0)
+    watchdog.add_argument("--deadline", type=float, default=None, help="epoch seconds: the budget's hard stop")
+    watchdog.add_argument("--done-grace", type=float, default=900.0)
+    watchdog.add_argument("--remove-work", action="store_true", help="delete the work directory on expiry")
+    watchdog.add_argument("--on-expire", nargs=argparse.REMAINDER, default=None, help="command that ends the machine")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from app.cloud.remote.worker import run_watchdog, run_worker
+
+    if args.worker_command == "run":
+        return run_worker(args.dir)
+    return run_watchdog(
+        args.dir,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        deadline=args.deadline,
+        done_grace_s=args.done_grace,
+        on_expire=args.on_expire or None,
+        remove_work=args.remove_work,
+    )

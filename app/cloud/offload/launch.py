@@ -1,0 +1,149 @@
+"""Building an :class:`Offload` for a provider: its key from the keyring, Scriba's own SSH key for rented
+machines, the pinned known-hosts file, the ledger, and a live offer for the row the user picked."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from app.cloud.offload.base import OffloadConfig, OffloadError, RemoteSetup
+from app.cloud.offload.ledger import Ledger
+from app.cloud.offload.run import Offload
+from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
+from app.cloud.types import Offer
+from app.core.queue.jobs import JobOptions
+
+
+def cloud_dir(data_dir: Path) -> Path:
+    path = data_dir / "cloud"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ledger_for(data_dir: Path) -> Ledger:
+    """The ledger in ``data_dir``; :class:`OffloadError` (one line) when it cannot be opened or written."""
+    path = data_dir / "cloud-ledger.sqlite3"
+    try:
+        return Ledger(path)
+    except (sqlite3.Error, OSError) as error:  # a full or read-only data disk, a broken file
+        raise OffloadError(
+            f"the cloud ledger {path} cannot be opened or written ({type(error).__name__}: {error}). Nothing is "
+            "rented without it: free space in Scriba's data folder, or make it writable, and try again."
+        ) from None
+
+
+def sweep_left_behind(
+    data_dir: Path, notify: Callable[[str], None], providers: Mapping[str, Provider] | None = None
+) -> int:
+    """The start-up sweep (the window's, `offload run`'s): end the machines of runs that died and check the ledger
+    against the list of every provider that has a key, even when the ledger looks clean (a ledger that was wrong
+    or could not be written must not hide a machine that bills). Returns how many entries are still open.
+    ``providers``: default, every provider whose key is set."""
+    from app.cloud.providers import configured_providers
+
+    ledger = ledger_for(data_dir)
+    try:
+        if providers is None:
+            providers = configured_providers()
+        if providers or ledger.open_entries():
+            ledger.sweep_orphans(providers, notify)
+        return len(ledger.open_entries())
+    finally:
+        ledger.close()
+
+
+def rented_machine_key(data_dir: Path) -> tuple[Path, str]:
+    """Scriba's own SSH key for machines it rents (never the user's personal key): path and public line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = cloud_dir(data_dir) / "id_ed25519"
+    public = private.with_suffix(".pub")
+    if not private.is_file() or not public.is_file():
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+        line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        descriptor = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(pem)
+        public.write_text(line.decode() + " scriba-rented-machines\n")
+    return private, public.read_text().strip()
+
+
+def live_offer_for(provider: Provider, chosen: Offer) -> Offer:
+    """The provider's current, rentable offer for the row the user picked (the table's rows are prices, not ids).
+
+    The cheapest live offer with the same GPU and at least as much memory; :class:`NoCapacity` when none is free.
+    """
+    if chosen.price_source.startswith("api:"):
+        return chosen
+    wanted = normalize_gpu_name(chosen.gpu)
+    candidates = [
+        offer
+        for offer in provider.offers()
+        if normalize_gpu_name(offer.gpu) == wanted and offer.vram_gb >= chosen.vram_gb - 0.5
+    ]
+    if not candidates:
+        raise NoCapacity(
+            f"{provider.title} has no {chosen.gpu} free right now: pick another row of the estimate",
+            provider=provider.name,
+        )
+    return min(candidates, key=lambda offer: offer.usd_per_hour)
+
+
+def build_rented_offload(
+    provider_name: str,
+    chosen: Offer,
+    data_dir: Path,
+    *,
+    options: JobOptions,
+    budget_usd: float | None,
+    estimate_usd: float | None,
+    hf_token: str | None = None,
+    setup: RemoteSetup | None = None,
+) -> Offload:
+    provider = provider_from_keyring(provider_name)
+    key_file, public_key = rented_machine_key(data_dir)
+    config = OffloadConfig(
+        options=options,
+        key_file=key_file,
+        public_key=public_key,
+        known_hosts=cloud_dir(data_dir) / "known_hosts",
+        pin_new_host=True,  # a machine rented a minute ago: its first key is pinned, any change aborts
+        setup=setup or RemoteSetup(install_missing=True),
+        hf_token=hf_token,
+        budget_usd=budget_usd,
+        estimate_usd=estimate_usd,
+    )
+    return Offload(provider, live_offer_for(provider, chosen), ledger_for(data_dir), config)
+
+
+def build_ssh_offload(
+    url: str,
+    data_dir: Path,
+    *,
+    identity: Path | None,
+    known_hosts: Path,
+    options: JobOptions,
+    hf_token: str | None = None,
+    setup: RemoteSetup | None = None,
+    usd_per_hour: float = 0.0,
+) -> Offload:
+    """An offload to the user's own SSH host (``ssh://user@host:port``): nothing rented, its key must be known."""
+    from app.cloud.providers.ssh_host import SshHostProvider
+    from app.cloud.remote.transport import parse_ssh_url
+
+    provider = SshHostProvider(parse_ssh_url(url, identity), usd_per_hour)
+    config = OffloadConfig(
+        options=options,
+        key_file=identity,
+        known_hosts=known_hosts,
+        pin_new_host=False,
+        setup=setup or RemoteSetup(),
+        hf_token=hf_token,
+    )
+    return Offload(provider, provider.offer(), ledger_for(data_dir), config)

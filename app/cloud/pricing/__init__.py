@@ -1,0 +1,1 @@
+"""The price table and the time/cost estimator (nothing is rented here)."""

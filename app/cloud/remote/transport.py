@@ -1,0 +1,415 @@
+"""SSH to a remote machine (paramiko): verified host keys, resumable checked uploads, quoted commands.
+
+Host keys are never accepted silently. A host the user gives (``--provider ssh``) must already be in a
+known-hosts file; a machine Scriba has just rented has no known key yet, so its first key is pinned to
+Scriba's own known-hosts file and any later key for it (a reconnect to a different machine on the same
+address, or a man in the middle) aborts the job.
+
+Known-hosts files are read the way OpenSSH writes them, markers included: a key on an ``@revoked`` line is
+refused wherever it turns up (before anything is sent), and ``@cert-authority`` lines are skipped (Scriba does
+not check host certificates, so a host known only through its CA counts as unknown and is refused as such). A
+line that cannot be read is skipped with a warning, never a traceback.
+
+Every remote command is built from an argument list with :func:`shlex.quote`, so file names with spaces,
+quotes, ``$(...)``, ``;`` or newlines never reach a shell as code; uploaded files get neutral remote names
+anyway (``in/0001.wav``), and the user's names stay on the user's machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import shlex
+import socket
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from app.core.errors import ScribaError
+
+log = logging.getLogger(__name__)
+
+CHUNK = 256 * 1024
+# What a dropped connection looks like from paramiko: its own errors, a closed socket, or EOF mid-read.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (paramiko.SSHException, EOFError, OSError, socket.timeout)
+
+
+class TransportError(ScribaError):
+    """The remote machine cannot be used; the message says why and what to do."""
+
+
+class HostKeyError(TransportError):
+    """An unknown or changed host key: the connection was refused before anything was sent."""
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: Path | None = None  # the private key; None: the SSH agent and ~/.ssh defaults
+
+    @property
+    def known_hosts_name(self) -> str:
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+def parse_ssh_url(url: str, key_file: Path | None = None) -> SshEndpoint:
+    """``ssh://user@host:port`` (user defaults to root, port to 22)."""
+    if not url.startswith("ssh://"):
+        raise TransportError(f"'{url}' is not an SSH address: write it as ssh://user@host:port")
+    rest = url[len("ssh://") :].rstrip("/")
+    user, _, hostport = rest.rpartition("@")
+    host, _, port = hostport.partition(":") if not hostport.startswith("[") else hostport[1:].partition("]:")
+    if not host:
+        raise TransportError(f"'{url}' has no host: write it as ssh://user@host:port")
+    try:
+        port_number = int(port) if port else 22
+    except ValueError:
+        raise TransportError(f"'{url}': the port '{port}' is not a number") from None
+    return SshEndpoint(host, port_number, user or "root", key_file)
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """The SHA256 fingerprint as OpenSSH prints it (``ssh-keygen -lf``)."""
+    import base64
+
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+@dataclass
+class KnownHosts:
+    """A known-hosts file as paramiko can use it, plus what paramiko cannot read."""
+
+    keys: paramiko.HostKeys
+    revoked: set[tuple[str, str]]  # (key type, base64) of every @revoked key
+    cert_authority_lines: int  # @cert-authority lines, skipped
+
+    def is_revoked(self, key: paramiko.PKey) -> bool:
+        return (key.get_name(), key.get_base64()) in self.revoked
+
+
+def read_known_hosts(path: Path, into: paramiko.HostKeys | None = None) -> KnownHosts:
+    """Read an OpenSSH known-hosts file (its keys added to ``into`` when given); a missing file is an empty one."""
+    known = KnownHosts(into if into is not None else paramiko.HostKeys(), set(), 0)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return known
+    except OSError as error:
+        raise TransportError(f"cannot read the known-hosts file {path}: {error.strerror or error}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@"):
+            marker, *fields = line.split()
+            if marker == "@revoked" and len(fields) >= 3:
+                known.revoked.add((fields[1], fields[2]))
+            elif marker == "@cert-authority":
+                known.cert_authority_lines += 1
+            else:
+                log.warning("%s line %d: unknown marker %s, line skipped", path, number, marker)
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception as error:  # paramiko's InvalidHostKey, bad base64, an unsupported key type
+            log.warning("%s line %d cannot be read (%s): skipped", path, number, type(error).__name__)
+            continue
+        if entry is None or entry.key is None:
+            continue
+        for hostname in entry.hostnames:
+            known.keys.add(hostname, entry.key.get_name(), entry.key)
+    return known
+
+
+def _revoked_error(endpoint: SshEndpoint, known_hosts: Path, key: paramiko.PKey) -> HostKeyError:
+    return HostKeyError(
+        f"The host key of {endpoint.host}:{endpoint.port} ({key.get_name()} {fingerprint(key)}) is marked @revoked "
+        f"in {known_hosts}: refusing to connect. Nothing was sent. Ask the machine's owner for its new key."
+    )
+
+
+class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    def __init__(self, endpoint: SshEndpoint, known_hosts: Path, known: KnownHosts) -> None:
+        self.endpoint = endpoint
+        self.known_hosts = known_hosts
+        self.known = known
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if self.known.is_revoked(key):
+            raise _revoked_error(self.endpoint, self.known_hosts, key)
+        port = "" if self.endpoint.port == 22 else f"-p {self.endpoint.port} "
+        ca = (
+            " (Scriba does not check host certificates: the @cert-authority lines there are not used.)"
+            if self.known.cert_authority_lines
+            else ""
+        )
+        raise HostKeyError(
+            f"The host key of {self.endpoint.host}:{self.endpoint.port} is not in {self.known_hosts} "
+            f"({key.get_name()} {fingerprint(key)}).{ca} Check that fingerprint with the machine's owner, then add "
+            f"it: ssh-keyscan {port}{self.endpoint.host} >> {self.known_hosts}"
+        )
+
+
+class _PinFirstKey(paramiko.MissingHostKeyPolicy):
+    """For a machine rented moments ago: its first key is recorded; later keys must match (checked by paramiko)."""
+
+    def __init__(self, endpoint: SshEndpoint, known_hosts: Path, known: KnownHosts) -> None:
+        self.endpoint = endpoint
+        self.known_hosts = known_hosts
+        self.known = known
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if self.known.is_revoked(key):
+            raise _revoked_error(self.endpoint, self.known_hosts, key)
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        # Appended, not rewritten: the file's other lines (markers, comments) stay as they are.
+        with self.known_hosts.open("a", encoding="utf-8") as handle:
+            handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.info("pinned host key of new instance %s: %s", hostname, fingerprint(key))
+
+
+def forget_host(known_hosts: Path, endpoint: SshEndpoint) -> None:
+    """Drop a pinned key once its instance is terminated: the address will belong to someone else's machine."""
+    if not known_hosts.is_file():
+        return
+    lines = known_hosts.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    # Pinned lines are written unhashed, one host per line; every other line (markers too) is kept as it was.
+    kept = [line for line in lines if line.split(" ", 1)[0] != endpoint.known_hosts_name]
+    if len(kept) != len(lines):
+        known_hosts.write_text("".join(kept), encoding="utf-8")
+
+
+class SshSession:
+    """One SSH connection with SFTP. ``pin_new_host`` is for freshly rented machines only."""
+
+    def __init__(
+        self,
+        endpoint: SshEndpoint,
+        known_hosts: Path,
+        *,
+        pin_new_host: bool = False,
+        connect_timeout_s: float = 15.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.known_hosts = known_hosts
+        self.pin_new_host = pin_new_host
+        self.connect_timeout_s = connect_timeout_s
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    # ----------------------------------------------------------------------------------------- connection
+
+    def connect(self) -> None:
+        self.close()
+        client = paramiko.SSHClient()
+        known = read_known_hosts(self.known_hosts, into=client.get_host_keys())
+        client.set_missing_host_key_policy(
+            _PinFirstKey(self.endpoint, self.known_hosts, known)
+            if self.pin_new_host
+            else _RefuseUnknown(self.endpoint, self.known_hosts, known)
+        )
+        try:
+            client.connect(
+                self.endpoint.host,
+                port=self.endpoint.port,
+                username=self.endpoint.user,
+                key_filename=str(self.endpoint.key_file) if self.endpoint.key_file else None,
+                timeout=self.connect_timeout_s,
+                banner_timeout=self.connect_timeout_s,
+                auth_timeout=self.connect_timeout_s,
+                allow_agent=self.endpoint.key_file is None,
+                look_for_keys=self.endpoint.key_file is None,
+            )
+        except paramiko.BadHostKeyException as error:
+            client.close()
+            raise HostKeyError(
+                f"HOST KEY CHANGED for {self.endpoint.host}:{self.endpoint.port}: expected "
+                f"{fingerprint(error.expected_key)}, got {fingerprint(error.key)}. Refusing to connect: this may be "
+                "a different machine or someone in between. Nothing was uploaded."
+            ) from None
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.AuthenticationException as error:
+            client.close()
+            raise TransportError(
+                f"{self.endpoint}: the key {self.endpoint.key_file or '(agent/default)'} was refused ({error})"
+            ) from None
+        transport = client.get_transport()
+        assert transport is not None
+        server_key = transport.get_remote_server_key()
+        if known.is_revoked(server_key):  # a known host whose key was revoked since: refused all the same
+            client.close()
+            raise _revoked_error(self.endpoint, self.known_hosts, server_key)
+        transport.set_keepalive(15)  # a NAT that forgets idle connections would otherwise cut a long job
+        self._client = client
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            with contextlib.suppress(Exception):
+                self._sftp.close()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+        self._sftp, self._client = None, None
+
+    @property
+    def connected(self) -> bool:
+        transport = self._client.get_transport() if self._client else None
+        return bool(transport and transport.is_active())
+
+    def drop(self) -> None:
+        """Cut the connection abruptly (what a network failure does); used by tests of the reconnect path."""
+        transport = self._client.get_transport() if self._client else None
+        if transport is not None:
+            transport.close()
+
+    @property
+    def sftp(self) -> paramiko.SFTPClient:
+        if self._client is None:
+            raise TransportError("not connected")
+        if self._sftp is None:
+            try:
+                self._sftp = self._client.open_sftp()
+            except paramiko.SSHException:
+                transport = self._client.get_transport()
+                if transport is None or not transport.is_active():
+                    raise  # the connection itself dropped: the caller's reconnect path handles that
+                # The connection is up but the server closed the SFTP channel: its sshd runs no SFTP subsystem.
+                raise TransportError(
+                    f"{self.endpoint}: the SSH server offers no SFTP (file transfer), which Scriba needs to send the "
+                    "audio. Enable it in the host's /etc/ssh/sshd_config with `Subsystem sftp internal-sftp` "
+                    "(or the sftp-server path), then restart sshd."
+                ) from None
+        return self._sftp
+
+    # ----------------------------------------------------------------------------------------- commands
+
+    def run(self, argv: Sequence[str], *, check: bool = True, timeout_s: float = 120.0) -> tuple[int, str, str]:
+        """Run a command given as arguments (each quoted); returns exit status, stdout, stderr."""
+        return self.run_shell(quote(argv), check=check, timeout_s=timeout_s)
+
+    def run_shell(self, command: str, *, check: bool = True, timeout_s: float = 120.0) -> tuple[int, str, str]:
+        """Run a shell line built only from :func:`quote`d parts and fixed text (never raw user input)."""
+        if self._client is None:
+            raise TransportError("not connected")
+        _, stdout, stderr = self._client.exec_command(command, timeout=timeout_s)
+        out = stdout.read().decode(errors="replace")
+        err = stderr.read().decode(errors="replace")
+        status = stdout.channel.recv_exit_status()
+        if check and status != 0:
+            raise TransportError(f"remote command failed ({status}): {command[:200]}: {err.strip()[-500:]}")
+        return status, out, err
+
+    # ----------------------------------------------------------------------------------------- files
+
+    def upload(
+        self,
+        local: Path,
+        remote: str,
+        *,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Upload ``local`` to ``remote``, continuing a partial upload; returns the bytes sent this time.
+
+        The remote sha256 is compared with the local one at the end; a mismatch restarts the file once.
+        """
+        size = local.stat().st_size
+        for attempt in range(2):
+            offset = self._remote_size(remote)
+            if offset > size:
+                offset = 0  # not our partial file: start over
+            sent = self._send_from(local, remote, offset, size, on_bytes)
+            if self.remote_sha256(remote) == sha256_file(local):
+                return sent
+            log.warning("sha256 of %s differs after upload (attempt %d): uploading it again", remote, attempt + 1)
+            self.sftp.remove(remote)
+        raise TransportError(f"{local.name}: the uploaded copy does not match (sha256) after two attempts")
+
+    def _remote_size(self, remote: str) -> int:
+        try:
+            attributes = self.sftp.stat(remote)
+        except FileNotFoundError:
+            return 0
+        if attributes.st_mode is not None and not stat.S_ISREG(attributes.st_mode):
+            raise TransportError(f"remote path {remote} exists and is not a file")
+        return int(attributes.st_size or 0)
+
+    def _send_from(
+        self, local: Path, remote: str, offset: int, size: int, on_bytes: Callable[[int, int], None] | None
+    ) -> int:
+        sent = 0
+        with local.open("rb") as source, self.sftp.open(remote, "ab" if offset else "wb") as target:
+            target.set_pipelined(True)  # don't wait for each chunk's acknowledgement: several times faster
+            source.seek(offset)
+            position = offset
+            while chunk := source.read(CHUNK):
+                target.write(chunk)
+                position += len(chunk)
+                sent += len(chunk)
+                if on_bytes is not None:
+                    on_bytes(position, size)
+        return sent
+
+    def remote_sha256(self, remote: str) -> str:
+        _, out, _ = self.run(["sha256sum", "--", remote])
+        return out.split()[0] if out.strip() else ""
+
+    def download(self, remote: str, local: Path) -> None:
+        """Download to a temporary name beside ``local``, then rename: never a half-written result."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(f".{local.name}.part")
+        self.sftp.get(remote, str(partial))
+        partial.replace(local)
+
+    def read_from(self, remote: str, offset: int) -> bytes:
+        """The bytes of ``remote`` after ``offset`` (empty when it does not exist yet)."""
+        try:
+            with self.sftp.open(remote, "rb") as handle:
+                handle.seek(offset)
+                return bytes(handle.read())
+        except FileNotFoundError:
+            return b""
+
+    def touch(self, remote: str) -> None:
+        now = time.time()
+        try:
+            self.sftp.utime(remote, (now, now))
+        except FileNotFoundError:
+            with self.sftp.open(remote, "wb"):
+                pass
+
+
+def quote(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(str(part)) for part in argv)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def session(endpoint: SshEndpoint, known_hosts: Path, **kwargs: Any) -> Iterator[SshSession]:
+    opened = SshSession(endpoint, known_hosts, **kwargs)
+    opened.connect()
+    try:
+        yield opened
+    finally:
+        opened.close()

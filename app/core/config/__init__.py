@@ -1,0 +1,1 @@
+"""The user's settings, declared once with their types and defaults."""

@@ -1,0 +1,142 @@
+"""Dictation's final text delivered to the desktop: typed at the focused program's cursor, or put on the
+clipboard ("copy instead of type").
+
+Only finals come here: a partial changes while the person speaks, and typed keys cannot be taken back. Each
+final is sent once, in order, with one space between consecutive finals. The keys are pressed on a thread of
+this object's own, so a slow target program never holds up the decoder that produces the finals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+from app.core.desktop.clipboard import copy_command, copy_text
+from app.core.desktop.session import DesktopError, DisplaySystem, display_system
+
+log = logging.getLogger(__name__)
+
+OutputMode = Literal["type", "copy"]
+
+_END = object()
+
+
+class DesktopTextOutput:
+    """``send(final)`` from any thread; ``close()`` returns once everything sent has been typed or copied.
+
+    In copy mode the clipboard holds the whole text dictated since this object was made, not only the last
+    final: a person who dictates several sentences and then pastes wants all of them.
+
+    ``notice`` is a line for the person when the mode asked for is not the one used (typing on Wayland falls
+    back to the clipboard). ``on_error`` hears a failure while typing or copying (the session goes on).
+
+    ``hold()`` keeps what is sent until ``release()``: while a global hotkey's key is down, the X server gives
+    the whole keyboard to the program that grabbed it, so keys typed then would never reach the focused window.
+    With push-to-talk this means the text is typed when the key is let go.
+    """
+
+    def __init__(
+        self,
+        mode: OutputMode,
+        env: Mapping[str, str] | None = None,
+        *,
+        on_error: Callable[[str], None] | None = None,
+        key_delay_s: float = 0.002,
+    ) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self.system: DisplaySystem = display_system(self._env)
+        self.notice: str | None = None
+        self._on_error = on_error
+        self._typer = None
+        if mode == "type" and self.system == "wayland":
+            # XTest through XWayland reaches only X11 programs; the input portal (RemoteDesktop) asks the
+            # person for permission each session and is not built yet. The clipboard works everywhere.
+            mode = "copy"
+            self.notice = (
+                "Wayland does not let a program type into other windows; the dictated text goes to the clipboard "
+                "instead: paste it with Ctrl+V"
+            )
+        if mode == "type":
+            if self.system != "x11":
+                raise DesktopError(
+                    "typing into other programs needs an X11 display (DISPLAY is not set)"
+                    if self.system == "none"
+                    else f"typing into other programs is not built for {self.system} yet: use copy mode"
+                )
+            from app.core.desktop.x11_typing import XTestTyper
+
+            self._typer = XTestTyper(self._env.get("DISPLAY"), key_delay_s=key_delay_s)
+        else:
+            copy_command(self.system)  # no tool: say so now, not at the first final
+        self.mode: OutputMode = mode
+        self._sent_any = False
+        self._copied = ""
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._released = threading.Event()
+        self._released.set()
+        self._thread = threading.Thread(target=self._work, name="desktop-output", daemon=True)
+        self._thread.start()
+
+    def send(self, final_text: str) -> None:
+        text = final_text.strip()
+        if text:
+            self._queue.put(text)
+
+    def hold(self) -> None:
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def close(self) -> None:
+        """Deliver everything sent (held text too), then stop."""
+        self._released.set()
+        if self._thread.is_alive():
+            self._queue.put(_END)
+            self._thread.join()
+
+    def __enter__(self) -> DesktopTextOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _work(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _END:
+                    return
+                assert isinstance(item, str)
+                self._released.wait()
+                try:
+                    self._deliver(item)
+                except Exception as error:  # one failed final must not end the session's output
+                    log.exception("desktop output failed")
+                    if self._on_error is not None:
+                        self._on_error(str(error))
+        finally:
+            if self._typer is not None:
+                try:
+                    self._typer.close()
+                except Exception:  # the X server went away: nothing is left to give the key codes back to
+                    log.exception("closing the X connection failed")
+
+    def _deliver(self, text: str) -> None:
+        separated = f" {text}" if self._sent_any else text
+        if self._typer is not None:
+            if self._typer.focused_window_pid() == os.getpid():
+                # Scriba's own window has the focus (Start was just clicked): keys typed there would land in its
+                # widgets, an open transcript say. The text is in the panel already.
+                if self._on_error is not None:
+                    self._on_error("not typed: Scriba's own window has the focus")
+                return
+            self._typer.type_text(separated)
+        else:
+            self._copied += separated
+            copy_text(self._copied, self.system, self._env)
+        self._sent_any = True

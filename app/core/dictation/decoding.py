@@ -1,0 +1,217 @@
+"""What a dictation stream is made of: the decoder (a faster-whisper model with dictation's settings), Silero
+VAD run block by block, and LocalAgreement between consecutive hypotheses. faster_whisper is imported only
+when a model or the VAD is loaded."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from app.core.engine.audio import SAMPLE_RATE
+from app.core.engine.transcript import Word
+
+if TYPE_CHECKING:
+    from app.core.dictation.stream import DictationOptions
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decoding
+
+
+class Decoder(Protocol):
+    """Turns a window of 16 kHz audio into words with times relative to the window's first sample."""
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]: ...
+
+
+class WhisperDecoder:
+    """A faster-whisper model with dictation's settings: temperature 0 only (fallback re-decodes would make a
+    step's cost unpredictable), no conditioning on earlier windows, word timestamps, no VAD of its own."""
+
+    def __init__(
+        self, model: Any, *, language: str | None, partial_beam_size: int = 1, final_beam_size: int = 2
+    ) -> None:
+        self.model = model
+        # An English-only model needs no detection; a multilingual one detects once, then keeps the language
+        # so that partials of one session do not switch language on a short or unclear window.
+        self.language = language or (None if getattr(model, "is_multilingual", True) else "en")
+        self.partial_beam_size = partial_beam_size
+        self.final_beam_size = final_beam_size
+
+    # Speech is at most about 5 tokens a second; a window's token budget stops a repetition loop (which a
+    # temperature fallback would otherwise have to catch) from costing seconds of decoding.
+    TOKENS_PER_SECOND = 8
+    TOKENS_EXTRA = 16
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
+        seconds = len(samples) / SAMPLE_RATE
+        segments, info = self.model.transcribe(
+            samples,
+            language=self.language,
+            beam_size=self.final_beam_size if final else self.partial_beam_size,
+            temperature=0.0,
+            condition_on_previous_text=False,
+            word_timestamps=True,
+            vad_filter=False,
+            initial_prompt=prompt or None,
+            max_new_tokens=min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA),
+        )
+        words = [
+            Word(start=float(w.start), end=float(w.end), word=str(w.word), probability=float(w.probability))
+            for segment in segments
+            for w in segment.words or ()
+        ]
+        if self.language is None and float(info.language_probability) >= 0.5:
+            self.language = str(info.language)
+        return words
+
+
+def load_decoder(options: DictationOptions) -> WhisperDecoder:
+    """The model through the same machinery as file transcription: catalog, device choice, compute types."""
+    from app.core.engine.transcribe import Transcriber, TranscriptionOptions
+
+    transcriber = Transcriber(
+        TranscriptionOptions(
+            model=options.model,
+            device=options.device,
+            compute_type=options.compute_type,
+            cpu_threads=options.cpu_threads,
+            language=options.language,
+        )
+    )
+    # Dictation calls the model per window with its own settings, so it takes the loaded model itself.
+    return WhisperDecoder(
+        transcriber.whisper_model,
+        language=options.language,
+        partial_beam_size=options.partial_beam_size,
+        final_beam_size=options.final_beam_size,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Voice activity
+
+
+class StreamingVad:
+    """Silero VAD (the ONNX model faster-whisper ships) fed block by block, with the same hysteresis as
+    faster-whisper's ``get_speech_timestamps``: speech starts at a window with probability ``threshold`` and
+    ends after ``min_silence_s`` of windows below ``threshold - 0.15``.
+
+    The model is an LSTM over 512-sample windows; carrying its state (h, c) and the 64-sample context from one
+    call to the next gives exactly the probabilities of one call over the whole audio.
+    """
+
+    WINDOW = 512
+    CONTEXT = 64
+
+    def __init__(self, threshold: float = 0.5, min_silence_s: float = 0.5, session: Any = None) -> None:
+        if session is None:
+            from faster_whisper.vad import get_vad_model
+
+            session = get_vad_model().session
+        self._session = session
+        self.threshold = threshold
+        self.neg_threshold = max(threshold - 0.15, 0.01)
+        self.min_silence = int(min_silence_s * SAMPLE_RATE)
+        self._h = np.zeros((1, 1, 128), dtype=np.float32)
+        self._c = np.zeros((1, 1, 128), dtype=np.float32)
+        self._context = np.zeros(self.CONTEXT, dtype=np.float32)
+        self._leftover = np.zeros(0, dtype=np.float32)
+        self.position = 0  # samples classified so far
+        self.open_start: int | None = None  # sample where the current speech began
+        self._silence_start: int | None = None  # first silent window inside the current speech
+        self.completed: deque[tuple[int, int]] = deque()  # (start, end) samples of finished speech
+
+    def probabilities(self, samples: np.ndarray) -> np.ndarray:
+        """Speech probability of each complete 512-sample window, continuing from the previous call."""
+        data = np.concatenate([self._leftover, samples]) if self._leftover.size else samples
+        count = len(data) // self.WINDOW
+        self._leftover = data[count * self.WINDOW :].copy()
+        if count == 0:
+            return np.zeros(0, dtype=np.float32)
+        windows = data[: count * self.WINDOW].reshape(count, self.WINDOW)
+        contexts = np.concatenate([self._context[None, :], windows[:-1, -self.CONTEXT :]], axis=0)
+        batch = np.ascontiguousarray(np.concatenate([contexts, windows], axis=1), dtype=np.float32)
+        probs, self._h, self._c = self._session.run(None, {"input": batch, "h": self._h, "c": self._c})
+        self._context = windows[-1, -self.CONTEXT :].copy()
+        return np.asarray(probs, dtype=np.float32).reshape(-1)
+
+    def feed(self, samples: np.ndarray) -> None:
+        for probability in self.probabilities(samples):
+            start = self.position
+            self.position += self.WINDOW
+            if self.open_start is None:
+                if probability >= self.threshold:
+                    self.open_start = start
+                    self._silence_start = None
+                continue
+            if probability >= self.threshold:
+                self._silence_start = None
+            elif probability < self.neg_threshold and self._silence_start is None:
+                self._silence_start = start
+            if self._silence_start is not None and self.position - self._silence_start >= self.min_silence:
+                self.completed.append((self.open_start, self._silence_start))
+                self.open_start = self._silence_start = None
+
+    @property
+    def speech_end(self) -> int:
+        """Where the open speech ends so far: the start of its trailing silence, or the last window."""
+        return self._silence_start if self._silence_start is not None else self.position
+
+    @property
+    def trailing_silence(self) -> int:
+        return self.position - self._silence_start if self._silence_start is not None else 0
+
+    def close(self, total: int) -> None:
+        """The audio ended at sample ``total``: open speech ends there (stopping mid-word keeps the word)."""
+        if self.open_start is not None:
+            end = self._silence_start if self._silence_start is not None else total
+            self.completed.append((self.open_start, max(end, self.open_start)))
+            self.open_start = self._silence_start = None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# LocalAgreement
+
+
+def _norm(word: Word) -> str:
+    """A word as compared between hypotheses: case and punctuation do not make two words different."""
+    return re.sub(r"[^\w']+", "", word.word.lower())
+
+
+def join_words(words: Sequence[Word]) -> str:
+    return "".join(word.word for word in words).strip()
+
+
+def common_prefix(previous: Sequence[Word], current: Sequence[Word]) -> int:
+    """How many leading words two hypotheses share (LocalAgreement-2's commit rule)."""
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if _norm(old) != _norm(new):
+            break
+        count += 1
+    return count
+
+
+def strip_committed(hypothesis: Sequence[Word], committed: Sequence[Word]) -> list[Word]:
+    """The words of ``hypothesis`` that are not already in ``committed``.
+
+    A window is decoded from its start every time, so a new hypothesis usually repeats the committed words
+    first; otherwise (the model changed an early word) the words that start before the last committed word
+    ended are dropped, then any repetition of the committed tail (1 to 5 words), as whisper_streaming does.
+    """
+    if not committed:
+        return list(hypothesis)
+    keys = [_norm(word) for word in committed]
+    if [_norm(word) for word in hypothesis[: len(keys)]] == keys:
+        return list(hypothesis[len(keys) :])
+    boundary = committed[-1].end - 0.1
+    rest = [word for word in hypothesis if word.start > boundary]
+    for size in range(min(5, len(keys), len(rest)), 0, -1):
+        if keys[-size:] == [_norm(word) for word in rest[:size]]:
+            return rest[size:]
+    return rest

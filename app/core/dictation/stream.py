@@ -1,0 +1,448 @@
+"""The dictation algorithm, synchronous and without threads: audio goes in (:meth:`DictationStream.take`,
+:meth:`~DictationStream.feed`), partial and final text comes out as events, returned by each call and handed to
+``on_event`` the moment each is made. :class:`app.core.dictation.session.Dictation` runs one on a worker thread
+fed by a live source; a test or a script can drive one directly. The design is described in session.py."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from app.core.dictation.decoding import Decoder, StreamingVad, common_prefix, join_words, strip_committed
+from app.core.engine.audio import SAMPLE_RATE
+from app.core.engine.transcript import Word
+
+if TYPE_CHECKING:
+    from app.core.engine.transcribe import Device
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["partial", "final", "status"]
+EventCallback = Callable[["DictationEvent"], None]
+
+
+@dataclass(frozen=True)
+class DictationOptions:
+    model: str | None = "tiny.en"  # catalog name or CTranslate2 directory, as for file transcription
+    language: str | None = None  # None: "en" for English-only models, else detected once and then kept
+    device: Device = "cpu"
+    compute_type: str = "auto"
+    cpu_threads: int = 0  # 0 = every core
+    step_s: float = 0.6  # audio between two partial decodes while someone speaks
+    max_step_s: float = 3.0  # the longest the step grows to on a machine that cannot keep up
+    first_partial_after_s: float = 0.4  # speech heard before the first partial of an utterance is decoded
+    end_silence_s: float = 0.5  # silence that ends an utterance (then everything in it becomes final)
+    close_after_s: float = 0.2  # silence after which the closing decode starts, before the end is certain
+    max_window_s: float = 15.0  # audio decoded at once at most; longer speech is committed in pieces
+    tail_guard_s: float = 1.0  # when a window is cut, words ending this close to the cut stay uncommitted
+    speech_pad_s: float = 0.25  # audio kept before and after the VAD's speech, which clips word edges
+    min_speech_s: float = 0.15  # shorter blips (a click, a cough) are not decoded
+    vad_threshold: float = 0.5
+    partial_beam_size: int = 1  # partials are replaced a moment later: the cheapest search is enough
+    final_beam_size: int = 2
+    # A word two hypotheses agree on is committed only when the model is this sure of it; the rest waits for
+    # the end of the utterance. Early partials decode a fraction of a second of audio and agree on a wrong
+    # first word ("So" for "Sure") often enough to matter: in one run of real-time replays of three espeak-ng
+    # files, 0.5 took the WER from 0.166 to 0.153 (offline: 0.141); the latency did not change.
+    agreement_min_probability: float = 0.5
+    # Final text before the window given to Whisper as its initial prompt (0 = none). Off by default: with
+    # tiny.en and one temperature, a prompt made it invent text after the speech ("Thank you.", loops of
+    # "see you in the next video") on 4 of 12 test sentences, and raised the WER from 0.21 to 1.6 at beam 2.
+    prompt_chars: int = 0
+    behind_lag_s: float = 3.0  # audio waiting in the queue beyond which partials pause until it drains
+    keep_audio: bool = True  # keep everything received, for :meth:`Dictation.recording`
+
+    def __post_init__(self) -> None:
+        if self.step_s <= 0 or self.max_step_s < self.step_s:
+            raise ValueError("step_s must be positive and at most max_step_s")
+        if self.close_after_s >= self.end_silence_s:
+            raise ValueError("close_after_s must be shorter than end_silence_s")
+        if self.max_window_s <= 2 * self.tail_guard_s:
+            raise ValueError("max_window_s must be more than twice tail_guard_s")
+
+
+@dataclass(frozen=True)
+class DictationEvent:
+    """A partial (replaces the previous partial), a final (appended; clears the partial) or a status line.
+
+    ``start``/``end`` bound the words on the audio clock (a status carries ``emitted_at`` in both);
+    ``emitted_at`` is the audio clock when the event was produced.
+    """
+
+    type: EventType
+    text: str
+    start: float
+    end: float
+    emitted_at: float
+    words: tuple[Word, ...] = ()
+
+    def to_json(self) -> dict[str, str | float]:
+        return {
+            "type": self.type,
+            "text": self.text,
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "emitted_at": round(self.emitted_at, 3),
+        }
+
+
+@dataclass
+class DictationStats:
+    """What the worker did; read by tests and the benchmark (and a GUI's diagnostics)."""
+
+    partial_decodes: int = 0
+    final_decodes: int = 0  # closing, end-of-utterance, window-cut and flush decodes
+    decode_seconds: float = 0.0  # wall time spent in the decoder
+    max_decode_s: float = 0.0
+    max_lag_s: float = 0.0
+    # (audio clock, seconds of audio that waited in the queue) at the start of each worker iteration
+    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))
+
+    @property
+    def decodes(self) -> int:
+        return self.partial_decodes + self.final_decodes
+
+
+class _Rolling:
+    """Audio addressed by absolute sample index, with the part before a point dropped when no longer needed."""
+
+    def __init__(self) -> None:
+        self._data = np.zeros(SAMPLE_RATE * 32, dtype=np.float32)
+        self._offset = 0  # index in _data of the first kept sample
+        self._length = 0
+        self.start = 0  # absolute index of the first kept sample
+
+    @property
+    def end(self) -> int:
+        return self.start + self._length
+
+    def append(self, samples: np.ndarray) -> None:
+        needed = self._offset + self._length + len(samples)
+        if needed > len(self._data):
+            kept = self._data[self._offset : self._offset + self._length]
+            size = max(len(self._data), 2 * (self._length + len(samples)))
+            self._data = np.zeros(size, dtype=np.float32) if size > len(self._data) else self._data
+            self._data[: self._length] = kept  # numpy copes with the overlap when the array is reused
+            self._offset = 0
+        self._data[self._offset + self._length : self._offset + self._length + len(samples)] = samples
+        self._length += len(samples)
+
+    def slice(self, start: int, end: int) -> np.ndarray:
+        start, end = max(start, self.start), min(end, self.end)
+        return self._data[self._offset + start - self.start : self._offset + end - self.start].copy()
+
+    def trim(self, before: int) -> None:
+        drop = min(max(0, before - self.start), self._length)
+        self._offset += drop
+        self._length -= drop
+        self.start += drop
+
+
+@dataclass
+class _Utterance:
+    """The worker's state for the speech being decoded now."""
+
+    speech_start: int  # sample where the VAD heard it begin
+    window_start: int  # first sample of the decode window (moves forward when a long window is cut)
+    committed: list[Word] = field(default_factory=list)  # final words inside the current window
+    pending: list[Word] = field(default_factory=list)  # the last hypothesis's words not yet final
+    last_decoded_to: int | None = None  # window end of the last decode
+    closing: tuple[int, int, list[Word]] | None = None  # (speech end, window end, words) of the closing decode
+
+
+class DictationStream:
+    """One dictation stream. ``clock`` is the audio clock events are stamped with (seconds of audio received;
+    the owner of a live source counts audio this stream has not taken in yet); without one it is the audio taken
+    in. Not thread-safe: one thread calls it."""
+
+    def __init__(
+        self,
+        options: DictationOptions,
+        decoder: Decoder,
+        vad: StreamingVad,
+        on_event: EventCallback | None = None,
+        clock: Callable[[], float] | None = None,
+        stats: DictationStats | None = None,
+    ) -> None:
+        self.options = options
+        self.decoder = decoder
+        self.stats = stats if stats is not None else DictationStats()
+        self._vad = vad
+        self._on_event = on_event
+        self._clock = clock
+        self._events: list[DictationEvent] = []
+        self._processed = 0  # samples taken in
+        self._buffer = _Rolling()
+        self._utterance: _Utterance | None = None
+        self._final_words: list[Word] = []
+        self._last_window_end = 0  # no window may reach back before the end of the previous one
+        self._partial_text = ""
+        self._interval = options.step_s
+        self._decode_average: float | None = None
+        self._slow = False
+        self._partials_paused = False
+
+    @property
+    def clock(self) -> float:
+        return self._clock() if self._clock is not None else self._processed / SAMPLE_RATE
+
+    @property
+    def processed_samples(self) -> int:
+        return self._processed
+
+    @property
+    def text(self) -> str:
+        """All final text so far."""
+        return join_words(self._final_words)
+
+    @property
+    def final_words(self) -> list[Word]:
+        return list(self._final_words)
+
+    def feed(self, samples: np.ndarray) -> list[DictationEvent]:
+        """Take in audio and decode as far as it allows; returns the events made."""
+        self.take(samples)
+        return self.step()
+
+    def step(self) -> list[DictationEvent]:
+        """Decode as far as the audio taken in allows (at most one partial decode of the open utterance)."""
+        self._advance(flushing=False)
+        return self._taken_events()
+
+    def flush(self) -> list[DictationEvent]:
+        """The audio has ended: decode what is left and make every word final."""
+        self._advance(flushing=True)
+        return self._taken_events()
+
+    def _taken_events(self) -> list[DictationEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def _emit(self, kind: EventType, text: str, start: float, end: float, words: Sequence[Word] = ()) -> None:
+        event = DictationEvent(kind, text, start, end, self.clock, tuple(words))
+        self._events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)  # at once: a final is shown before the next decode starts
+
+    def status(self, message: str) -> list[DictationEvent]:
+        """Say something to the person (a source's warning, an error); returns the event."""
+        log.info("dictation: %s", message)
+        now = self.clock
+        self._emit("status", message, now, now)
+        return self._taken_events()
+
+    def take(self, samples: np.ndarray) -> None:
+        """Take in audio without decoding: a caller that has several blocks waiting takes them all, then steps."""
+        assert self._vad is not None
+        self._buffer.append(samples)
+        self._vad.feed(samples)
+        self._processed += len(samples)
+
+    def note_lag(self, lag: float) -> list[DictationEvent]:
+        """How much audio waits for this stream (the owner's queue): beyond ``behind_lag_s`` partials pause."""
+        self.stats.lags.append((self.clock, lag))
+        self.stats.max_lag_s = max(self.stats.max_lag_s, lag)
+        limit = self.options.behind_lag_s
+        if lag > limit and not self._partials_paused:
+            self._partials_paused = True
+            self.status(f"falling behind: {lag:.1f} s of audio waiting; partials paused")
+        elif self._partials_paused and lag < limit / 2:
+            self._partials_paused = False
+            self.status(f"caught up: {lag:.1f} s of audio waiting; partials resumed")
+        return self._taken_events()
+
+    def _advance(self, flushing: bool) -> None:
+        vad = self._vad
+        assert vad is not None
+        if flushing:
+            vad.close(self._processed)
+        reach = int((self.options.max_window_s - 2 * self.options.speech_pad_s) * SAMPLE_RATE)
+        while vad.completed:
+            start, end = vad.completed.popleft()
+            # Catching up (several utterances ended while the worker was busy, or a file is replayed faster
+            # than real time): one decode for as many of them as fit in a window.
+            while vad.completed and vad.completed[0][1] - start <= reach:
+                end = vad.completed.popleft()[1]
+            self._finish_utterance(start, end)
+        if vad.open_start is not None:
+            self._progress_open(vad)
+        self._trim()
+
+    def _new_utterance(self, speech_start: int) -> _Utterance:
+        pad = int(self.options.speech_pad_s * SAMPLE_RATE)
+        return _Utterance(speech_start, max(speech_start - pad, self._buffer.start, self._last_window_end))
+
+    def _finish_utterance(self, start: int, end: int) -> None:
+        """The VAD heard the end of an utterance (or the audio ended): make all of it final."""
+        utterance = self._utterance
+        self._utterance = None
+        if utterance is None or utterance.speech_start != start:
+            utterance = self._new_utterance(start)
+        if end - start < self.options.min_speech_s * SAMPLE_RATE and not utterance.committed:
+            self._set_partial([])
+            return
+        window_end = min(end + int(self.options.speech_pad_s * SAMPLE_RATE), self._processed)
+        closing = utterance.closing
+        if closing is not None and closing[0] == end:
+            # The closing decode already saw all of this speech and the silence after it: no new decode.
+            self._commit(utterance, strip_committed(closing[2], utterance.committed))
+            window_end = max(window_end, closing[1])
+        else:
+            self._decode_to_end(utterance, window_end)
+        self._set_partial([])
+        self._last_window_end = window_end
+
+    def _decode_to_end(self, utterance: _Utterance, window_end: int) -> None:
+        """Decode [window_start, window_end) in windows of at most max_window_s and commit every word."""
+        limit = int(self.options.max_window_s * SAMPLE_RATE)
+        while window_end - utterance.window_start > limit:
+            self._cut_window(utterance, utterance.window_start + limit)
+        words = self._decode(utterance.window_start, window_end, final=True)
+        self._commit(utterance, strip_committed(words, utterance.committed))
+
+    def _cut_window(self, utterance: _Utterance, cut: int) -> None:
+        """Commit the words well before ``cut`` and restart the window after the last of them."""
+        words = strip_committed(self._decode(utterance.window_start, cut, final=True), utterance.committed)
+        guard = cut / SAMPLE_RATE - self.options.tail_guard_s
+        keep = [word for word in words if word.end <= guard]
+        self._commit(utterance, keep)
+        restart = int(keep[-1].end * SAMPLE_RATE) if keep else int(guard * SAMPLE_RATE)
+        # Always move forward, even when the model put a word's end before the window start.
+        utterance.window_start = max(restart, utterance.window_start + SAMPLE_RATE)
+        # The new window may begin with the tail of the last committed word again: keep the last few committed
+        # words so that strip_committed drops such a repetition.
+        utterance.committed = utterance.committed[-5:]
+        utterance.pending = [word for word in words if word.start * SAMPLE_RATE >= utterance.window_start]
+        utterance.closing = None
+        utterance.last_decoded_to = cut
+
+    def _progress_open(self, vad: StreamingVad) -> None:
+        """Speech is going on (or has paused for less than end_silence_s): partials, cuts, the closing decode."""
+        assert vad.open_start is not None
+        utterance = self._utterance
+        if utterance is None or utterance.speech_start != vad.open_start:
+            utterance = self._utterance = self._new_utterance(vad.open_start)
+        now = self._processed
+        options = self.options
+        limit = int(options.max_window_s * SAMPLE_RATE)
+        if now - utterance.window_start > limit:
+            self._cut_window(utterance, utterance.window_start + limit)
+            self._set_partial(utterance.pending)
+            return
+        silence = vad.trailing_silence
+        if silence >= options.close_after_s * SAMPLE_RATE:
+            speech_end = vad.speech_end
+            if utterance.closing is None or utterance.closing[0] != speech_end:
+                # The speaker has paused: decode now with the final settings. If the pause turns out to end
+                # the utterance, this result is committed without another decode (lower latency).
+                words = self._decode(utterance.window_start, now, final=True)
+                utterance.closing = (speech_end, now, words)
+                self._agree(utterance, words, now)
+            return
+        if self._partials_paused or silence > 0:
+            # In a pause that may end the utterance, a partial would only delay the closing decode.
+            return
+        if utterance.last_decoded_to is None:
+            due = now - vad.open_start >= options.first_partial_after_s * SAMPLE_RATE
+        else:
+            due = now - utterance.last_decoded_to >= self._interval * SAMPLE_RATE
+        if due:
+            words = self._decode(utterance.window_start, now, final=False)
+            self._agree(utterance, words, now)
+
+    def _agree(self, utterance: _Utterance, words: list[Word], decoded_to: int) -> None:
+        """LocalAgreement-2: commit what this hypothesis shares with the previous one (up to the first word
+        the model is unsure of), show the rest as the partial."""
+        utterance.last_decoded_to = decoded_to
+        fresh = strip_committed(words, utterance.committed)
+        agreed = common_prefix(utterance.pending, fresh)
+        for index in range(agreed):
+            if fresh[index].probability < self.options.agreement_min_probability:
+                agreed = index
+                break
+        self._commit(utterance, fresh[:agreed])
+        utterance.pending = fresh[agreed:]
+        self._set_partial(utterance.pending)
+
+    def _commit(self, utterance: _Utterance, words: Sequence[Word]) -> None:
+        if not words:
+            return
+        utterance.committed.extend(words)
+        self._final_words.extend(words)
+        self._partial_text = ""  # a final clears the partial on the consumer's side
+        self._emit("final", join_words(words), words[0].start, words[-1].end, words)
+
+    def _set_partial(self, words: Sequence[Word]) -> None:
+        text = join_words(words)
+        if text == self._partial_text:
+            return
+        self._partial_text = text
+        if words:
+            self._emit("partial", text, words[0].start, words[-1].end, words)
+        else:
+            # Nothing is pending any more but a partial is on screen (the model dropped it): clear it.
+            now = self._processed / SAMPLE_RATE
+            self._emit("partial", "", now, now)
+
+    def _prompt(self, before: float) -> str | None:
+        """The final text before the window, as Whisper's initial prompt (context for names and style)."""
+        chars = self.options.prompt_chars
+        if chars <= 0:
+            return None
+        words = [word for word in self._final_words[-60:] if word.end <= before]
+        text = join_words(words)[-chars:]
+        return text or None
+
+    def _decode(self, start: int, end: int, *, final: bool) -> list[Word]:
+        """Decode [start, end) and return its words on the absolute clock, clamped to the window."""
+        assert self.decoder is not None
+        samples = self._buffer.slice(start, end)
+        start = max(start, self._buffer.start)
+        offset, limit = start / SAMPLE_RATE, (start + len(samples)) / SAMPLE_RATE
+        began = time.perf_counter()
+        words = self.decoder.decode(samples, final=final, prompt=self._prompt(offset))
+        spent = time.perf_counter() - began
+        stats = self.stats
+        stats.decode_seconds += spent
+        stats.max_decode_s = max(stats.max_decode_s, spent)
+        if final:
+            stats.final_decodes += 1
+        else:
+            stats.partial_decodes += 1
+        self._pace(spent)
+        placed = []
+        for word in words:
+            word_start = min(max(offset, offset + word.start), limit)
+            word_end = min(max(word_start, offset + word.end), limit)
+            placed.append(Word(word_start, word_end, word.word, word.probability))
+        return placed
+
+    def _pace(self, spent: float) -> None:
+        """Real time allows a decode per step: when decodes take longer, decode partials less often."""
+        average = spent if self._decode_average is None else 0.5 * self._decode_average + 0.5 * spent
+        self._decode_average = average
+        step = self.options.step_s
+        if average > step:
+            self._interval = min(self.options.max_step_s, max(step, 1.5 * average))
+            if not self._slow:
+                self._slow = True
+                self.status(f"falling behind: step {spent:.2f} s > {step:.2f} s; partials every {self._interval:.1f} s")
+        elif self._slow and average < 0.8 * step:
+            self._slow = False
+            self._interval = step
+            self.status(f"keeping up again: step {spent:.2f} s")
+
+    def _trim(self) -> None:
+        """Drop audio no window can need: before the open utterance, or older than the pre-roll."""
+        if self._utterance is not None:
+            keep_from = self._utterance.window_start
+        else:
+            # The VAD hears speech a little after it begins: keep enough for the next utterance's padding.
+            keep_from = self._processed - int((self.options.speech_pad_s + 0.5) * SAMPLE_RATE)
+        self._buffer.trim(min(keep_from, self._processed))

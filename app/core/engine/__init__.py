@@ -1,0 +1,2 @@
+"""The engine: decode, transcribe, diarize, merge, export. Imports nothing of the queue, dictation or
+settings (an import-linter contract), so a script, the worker and the remote machine use it alike."""

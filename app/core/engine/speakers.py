@@ -1,0 +1,461 @@
+"""Known speakers: a local library of voiceprints, and naming the diarized speakers it recognises.
+
+A voiceprint is the mean GE2E d-vector (:class:`app.core.engine.diarize.encoder.SpeakerEncoder`) of ~1.5 s windows
+taken inside a speaker's turns. Enrollment and identification compute it the same way, whatever diarizer
+found the turns, so a voice enrolled from one recording is compared in the same space in every other one.
+
+The library is one JSON file in Scriba's data folder. It holds vectors only (no audio) and never leaves
+the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.core.engine.transcript import Identification, SpeakerIdentity, Transcript
+from app.core.errors import ScribaError
+
+if TYPE_CHECKING:
+    from app.core.engine.audio import Audio
+    from app.core.engine.diarize.encoder import SpeakerEncoder
+
+LIBRARY_FILE = "speakers.json"
+LIBRARY_VERSION = 1
+
+# Voiceprint windows: a little shorter than the 1.6 s the encoder was trained on, because turns in
+# conversation are short; a turn (minus other speakers' speech) shorter than one window is not used.
+WINDOW_S = 1.5
+STEP_S = 0.5
+# Turns of one speaker this close together, with nobody else speaking between them, are one stretch of
+# speech (diarizers and word-level references cut at every pause).
+BRIDGE_S = 0.5
+# One sample needs at least one whole window of solo speech, the least a voiceprint can be computed from.
+# Repeating enrollment adds samples: the centroid of several seconds is what recognises a voice reliably
+# (the CLI and the window say so below RECOMMENDED_SPEECH_S).
+MIN_ENROLL_SPEECH_S = WINDOW_S
+RECOMMENDED_SPEECH_S = 5.0
+# Cosine similarity from which a diarized speaker takes an enrolled name. Calibrated on real recordings
+# (benchmarks/speaker_similarity.py, pairs of voiceprints from two different recordings): between different
+# people 0.40-0.83 on real speech (nine AMI meetings, a phone call, read and spontaneous speech; 0.80 at
+# most from the built-in diarizer's turns) and up to 0.86 between two espeak-ng voices; the same person in
+# another AMI meeting 0.89-0.92 from reference turns (0.78-0.89 from diarized turns). A wrong name is worse
+# than none, so the threshold sits above every different-speaker pair seen. A voice changed by a cold and
+# another room (0.70) stays unnamed, as does a person the diarizer split or mixed.
+MATCH_THRESHOLD = 0.87
+
+_GENERIC_NAME = re.compile(r"^SPEAKER_\d+$")
+
+
+class SpeakerLibraryError(ScribaError):
+    """The speaker library cannot do what was asked (unknown name, too little speech, damaged file)."""
+
+
+@dataclass(frozen=True)
+class Voiceprint:
+    vector: np.ndarray  # unit vector, 256 floats
+    seconds: float  # speech the windows covered
+
+
+@dataclass(frozen=True)
+class Sample:
+    vector: tuple[float, ...]
+    seconds: float
+    source: str
+    added: str
+
+
+@dataclass(frozen=True)
+class KnownSpeaker:
+    name: str
+    samples: tuple[Sample, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(sample.seconds for sample in self.samples)
+
+    def centroid(self) -> np.ndarray:
+        # Weighted by speech duration: a long enrollment says more about the voice than a short one.
+        total = np.sum([np.asarray(s.vector) * s.seconds for s in self.samples], axis=0)
+        return _unit(np.asarray(total, dtype=np.float32))
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+# --- voiceprints ---------------------------------------------------------------------------------------
+
+
+def _merge_spans(spans: Iterable[tuple[float, float]], gap: float = 0.0) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if merged and start - merged[-1][1] <= gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _subtract(spans: list[tuple[float, float]], cuts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    result: list[tuple[float, float]] = []
+    for start, end in spans:
+        pieces = [(start, end)]
+        for cut_start, cut_end in cuts:
+            if cut_end <= start or cut_start >= end:
+                continue
+            next_pieces = []
+            for a, b in pieces:
+                if cut_start > a:
+                    next_pieces.append((a, min(b, cut_start)))
+                if cut_end < b:
+                    next_pieces.append((max(a, cut_end), b))
+            pieces = [(a, b) for a, b in next_pieces if b > a]
+        result.extend(pieces)
+    return result
+
+
+def solo_spans(turns: Sequence[tuple[float, float, str]], speaker: str) -> list[tuple[float, float]]:
+    """Where ``speaker`` speaks and nobody else does: their turns, bridged over short pauses that no one
+    else fills, minus every other speaker's turns (overlapped speech would mix two voices)."""
+    others = _merge_spans((start, end) for start, end, who in turns if who != speaker)
+    own = _merge_spans((start, end) for start, end, who in turns if who == speaker)
+    bridged: list[tuple[float, float]] = []
+    for start, end in own:
+        if bridged and start - bridged[-1][1] <= BRIDGE_S:
+            gap = (bridged[-1][1], start)
+            if not any(o_start < gap[1] and o_end > gap[0] for o_start, o_end in others):
+                bridged[-1] = (bridged[-1][0], end)
+                continue
+        bridged.append((start, end))
+    return _subtract(bridged, others)
+
+
+def voiceprint(
+    encoder: SpeakerEncoder,
+    mels: np.ndarray,
+    spans: Sequence[tuple[float, float]],
+    window_s: float = WINDOW_S,
+    step_s: float = STEP_S,
+) -> Voiceprint | None:
+    """The mean embedding of windows inside ``spans`` (seconds); None when no span holds one window."""
+    from app.core.engine.diarize.encoder import HOP_SAMPLES, SAMPLE_RATE
+
+    frame_s = HOP_SAMPLES / SAMPLE_RATE
+    window = round(window_s / frame_s)
+    step = max(1, round(step_s / frame_s))
+    starts: list[int] = []
+    seconds = 0.0
+    for start_s, end_s in spans:
+        first = round(start_s / frame_s)
+        last = min(len(mels), round(end_s / frame_s))
+        if last - first < window:
+            continue
+        positions = list(range(first, last - window + 1, step))
+        if positions[-1] != last - window:
+            positions.append(last - window)  # the end of the span counts as much as its start
+        starts.extend(positions)
+        seconds += (last - first) * frame_s
+    if not starts:
+        return None
+    embeddings = encoder.embed(mels, np.asarray(starts, dtype=np.int64), window)
+    return Voiceprint(_unit(embeddings.mean(axis=0)), seconds)
+
+
+def speaker_voiceprints(
+    encoder: SpeakerEncoder, audio: Audio, turns: Sequence[tuple[float, float, str]]
+) -> dict[str, Voiceprint | None]:
+    """One voiceprint per speaker in ``turns`` (start, end, speaker), from their solo speech."""
+    from app.core.engine.diarize.encoder import mel_frames
+
+    mels = mel_frames(audio.samples)
+    speakers = list(dict.fromkeys(who for _, _, who in turns))
+    return {who: voiceprint(encoder, mels, solo_spans(turns, who)) for who in speakers}
+
+
+def speech_spans(audio: Audio, start: float = 0.0, end: float | None = None) -> list[tuple[float, float]]:
+    """Speech inside [start, end] by Silero VAD (shipped with faster-whisper): enrollment embeds speech,
+    not the silences of the stretch the user picked."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    rate = audio.sample_rate
+    start = max(0.0, start)  # a stretch that begins before the recording begins at its start
+    first = int(start * rate)
+    last = len(audio.samples) if end is None else min(len(audio.samples), int(end * rate))
+    if last <= first:
+        return []
+    # Pauses under half a second stay inside the speech: they are part of one person's talking.
+    vad = VadOptions(threshold=0.5, min_silence_duration_ms=500, speech_pad_ms=100, min_speech_duration_ms=250)
+    chunks = get_speech_timestamps(audio.samples[first:last], vad)
+    return [(start + chunk["start"] / rate, start + chunk["end"] / rate) for chunk in chunks]
+
+
+# --- identification -----------------------------------------------------------------------------------
+
+
+def identify(
+    prints: dict[str, Voiceprint | None],
+    library: Sequence[KnownSpeaker],
+    threshold: float = MATCH_THRESHOLD,
+) -> dict[str, SpeakerIdentity]:
+    """Name diarized speakers from the library: the one-to-one assignment that maximises total similarity
+    (two diarized speakers never share a name), kept only where the similarity reaches ``threshold``."""
+    labels = list(prints)
+    usable = [label for label in labels if prints[label] is not None]
+    result: dict[str, SpeakerIdentity] = {}
+    for label in labels:
+        voice = prints[label]
+        result[label] = SpeakerIdentity(label, label, None, None, None, voice.seconds if voice else 0.0)
+    if not usable or not library:
+        return result
+    centroids = np.stack([known.centroid() for known in library])
+    similarity = np.stack([centroids @ prints[label].vector for label in usable])  # type: ignore[union-attr]
+    from scipy.optimize import linear_sum_assignment
+
+    rows, columns = linear_sum_assignment(similarity, maximize=True)
+    assigned = dict(zip(rows.tolist(), columns.tolist(), strict=True))
+    for row, label in enumerate(usable):
+        voice = prints[label]
+        assert voice is not None
+        column = assigned.get(row)
+        if column is not None and similarity[row, column] >= threshold:
+            name: str | None = library[column].name
+            best = column
+        else:
+            name = None
+            best = int(similarity[row].argmax())
+        result[label] = SpeakerIdentity(
+            speaker=name or label,
+            diarized=label,
+            name=name,
+            similarity=float(similarity[row, best]),
+            closest=library[best].name,
+            speech_seconds=voice.seconds,
+        )
+    return result
+
+
+# --- the library file ---------------------------------------------------------------------------------
+
+
+def check_name(name: str) -> str:
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise SpeakerLibraryError("A speaker's name cannot be empty.")
+    if _GENERIC_NAME.match(cleaned):
+        raise SpeakerLibraryError(
+            f"'{cleaned}' is the form of the labels the diarizer gives unknown speakers; choose a real name."
+        )
+    return cleaned
+
+
+@dataclass
+class SpeakerLibrary:
+    """The enrolled voices, in ``directory / speakers.json``. Every change is written at once (atomically)."""
+
+    directory: Path
+    speakers: dict[str, KnownSpeaker] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory) / LIBRARY_FILE
+
+    @classmethod
+    def load(cls, directory: Path) -> SpeakerLibrary:
+        library = cls(Path(directory))
+        try:
+            data = json.loads(library.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return library
+        except (OSError, ValueError) as error:
+            raise SpeakerLibraryError(
+                f"The speaker library {library.path} cannot be read ({error}). Move it away to start a new one."
+            ) from None
+        try:
+            if data.get("version") != LIBRARY_VERSION:
+                raise ValueError(f"version {data.get('version')!r}")
+            for name, entry in data["speakers"].items():
+                samples = tuple(
+                    Sample(
+                        tuple(float(x) for x in sample["vector"]),
+                        float(sample["seconds"]),
+                        str(sample.get("source", "")),
+                        str(sample.get("added", "")),
+                    )
+                    for sample in entry["samples"]
+                )
+                if samples:
+                    library.speakers[name] = KnownSpeaker(name, samples)
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise SpeakerLibraryError(
+                f"The speaker library {library.path} is damaged ({error}). Move it away to start a new one."
+            ) from None
+        return library
+
+    def save(self) -> None:
+        from app.core.engine.export import write_atomic
+
+        data = {
+            "version": LIBRARY_VERSION,
+            "speakers": {
+                known.name: {
+                    "samples": [
+                        {
+                            "vector": [round(x, 6) for x in sample.vector],
+                            "seconds": round(sample.seconds, 2),
+                            "source": sample.source,
+                            "added": sample.added,
+                        }
+                        for sample in known.samples
+                    ]
+                }
+                for known in self.speakers.values()
+            },
+        }
+        write_atomic(self.path, json.dumps(data, ensure_ascii=False))
+
+    def known(self) -> list[KnownSpeaker]:
+        return sorted(self.speakers.values(), key=lambda known: known.name.casefold())
+
+    def get(self, name: str) -> KnownSpeaker:
+        known = self.speakers.get(" ".join(name.split()))
+        if known is None:
+            listing = ", ".join(k.name for k in self.known()) or "none enrolled yet"
+            raise SpeakerLibraryError(f"No speaker named '{name}' in the library (known: {listing}).")
+        return known
+
+    def add(self, name: str, print_: Voiceprint, source: str) -> KnownSpeaker:
+        """Add one sample of a voice; a name enrolled before gets one more sample."""
+        name = check_name(name)
+        if print_.seconds < MIN_ENROLL_SPEECH_S or not math.isfinite(float(print_.vector.sum())):
+            raise SpeakerLibraryError(
+                f"Too little speech to remember {name}: {print_.seconds:.1f} s found, at least "
+                f"{MIN_ENROLL_SPEECH_S:g} s of that person speaking alone is needed."
+            )
+        sample = Sample(
+            tuple(float(x) for x in print_.vector),
+            print_.seconds,
+            source,
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        previous = self.speakers.get(name)
+        known = KnownSpeaker(name, (*(previous.samples if previous else ()), sample))
+        self.speakers[name] = known
+        self.save()
+        return known
+
+    def rename(self, old: str, new: str) -> None:
+        known = self.get(old)
+        new = check_name(new)
+        if new == known.name:
+            return
+        if new in self.speakers:
+            raise SpeakerLibraryError(f"'{new}' is already in the library; merge the two instead.")
+        self.speakers = {
+            (new if name == known.name else name): (KnownSpeaker(new, entry.samples) if name == known.name else entry)
+            for name, entry in self.speakers.items()
+        }
+        self.save()
+
+    def merge(self, names: Sequence[str], into: str) -> KnownSpeaker:
+        """Several names that are one person become ``into`` (which may be one of them or a new name)."""
+        sources = [self.get(name) for name in names]
+        into = check_name(into)
+        if into in self.speakers and into not in {known.name for known in sources}:
+            sources.append(self.speakers[into])
+        samples = tuple(sample for known in sources for sample in known.samples)
+        for known in sources:
+            self.speakers.pop(known.name, None)
+        merged = KnownSpeaker(into, samples)
+        self.speakers[into] = merged
+        self.save()
+        return merged
+
+    def forget(self, name: str) -> None:
+        known = self.get(name)
+        del self.speakers[known.name]
+        self.save()
+
+
+def enroll(
+    library: SpeakerLibrary,
+    name: str,
+    encoder: SpeakerEncoder,
+    audio: Audio,
+    start: float = 0.0,
+    end: float | None = None,
+) -> KnownSpeaker:
+    """Remember ``name`` from a stretch of ``audio`` where that person speaks alone."""
+    from app.core.engine.diarize.encoder import mel_frames
+
+    if end is not None and end <= start:
+        raise SpeakerLibraryError(f"The stretch is empty: it ends ({end:g} s) before it starts ({start:g} s).")
+    if start >= audio.duration:
+        raise SpeakerLibraryError(f"{audio.source}: the stretch starts at {start:g} s, after the end of the audio.")
+    # The person speaks alone here: pauses as short as those bridged between diarized turns stay inside.
+    spans = _merge_spans(speech_spans(audio, start, end), gap=BRIDGE_S)
+    print_ = voiceprint(encoder, mel_frames(audio.samples), spans)
+    speech = sum(b - a for a, b in spans)
+    if print_ is None:
+        raise SpeakerLibraryError(
+            f"Too little speech to remember {name}: {speech:.1f} s of speech found in the stretch, at least "
+            f"{MIN_ENROLL_SPEECH_S:g} s of that person speaking alone is needed."
+        )
+    return library.add(name, print_, _describe(audio, start, end))
+
+
+def enroll_from_turns(
+    library: SpeakerLibrary,
+    name: str,
+    encoder: SpeakerEncoder,
+    audio: Audio,
+    turns: Sequence[tuple[float, float, str]],
+    speaker: str,
+) -> KnownSpeaker:
+    """Remember ``name`` from one diarized speaker's solo speech in a transcribed recording."""
+    prints = speaker_voiceprints(encoder, audio, [turn for turn in turns])
+    print_ = prints.get(speaker)
+    if print_ is None:
+        raise SpeakerLibraryError(
+            f"Too little speech to remember {name}: {speaker} never speaks alone for {WINDOW_S:g} s at a time."
+        )
+    return library.add(name, print_, f"{audio.source} ({speaker})")
+
+
+def _describe(audio: Audio, start: float, end: float | None) -> str:
+    stop = audio.duration if end is None else min(end, audio.duration)
+    return f"{audio.source} [{start:.1f}-{stop:.1f} s]"
+
+
+def identify_transcript(
+    transcript: Transcript,
+    audio: Audio,
+    library: Sequence[KnownSpeaker],
+    encoder: SpeakerEncoder,
+    threshold: float = MATCH_THRESHOLD,
+) -> Transcript:
+    """Give the diarized speakers of ``transcript`` the enrolled names they match, in every segment, word
+    and turn, and record each speaker's similarity. Unchanged when nothing was diarized or nobody is known."""
+    if transcript.diarization is None or not library:
+        return transcript
+    turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
+    prints: dict[str, Voiceprint | None] = dict.fromkeys(transcript.speakers)
+    prints.update(speaker_voiceprints(encoder, audio, turns))
+    matches = identify(prints, library, threshold)
+    for label, match in matches.items():
+        if match.name is not None:
+            transcript = transcript.rename_speaker(label, match.name)
+    from dataclasses import replace
+
+    return replace(transcript, identification=Identification(threshold, tuple(matches.values())))

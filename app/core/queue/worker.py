@@ -1,0 +1,663 @@
+"""Runs the queue: one job at a time, inference in a child process.
+
+Why a child process (and not a thread in the window's process):
+- cancel: faster-whisper and pyannote cannot be interrupted inside a native call (a batch of segments on a
+  slow CPU, a pyannote embedding pass). Killing the child cancels within the 2 seconds promised, always, and
+  the operating system (and the CUDA driver) take back every byte the model held;
+- crash isolation: a segfault in a native library, an abort in CUDA or the kernel's out-of-memory killer ends
+  the child only; the job is marked failed with the reason, and the next job starts a fresh child;
+- the window never imports torch, so it opens at once and its event loop never waits on the GIL held by
+  Python parts of inference.
+The child lives across jobs and keeps the model loaded while jobs use the same model; it is started with
+"spawn" (fork would copy Qt's and torch's threads in an undefined state).
+
+The same :class:`QueueWorker` runs under `scriba queue run` (main thread) and in the window (a Python
+thread started by the GUI bridge); it reports :class:`JobEvent` objects through a callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import multiprocessing
+import os
+import signal
+import sqlite3
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from app.core.cancel import CancelToken
+from app.core.engine.pipeline import PipelineOptions, Progress
+from app.core.engine.transcript import Transcript
+from app.core.errors import CancelledError, ScribaError
+from app.core.queue.jobs import Job, JobOptions, JobState, JobStore
+
+log = logging.getLogger(__name__)
+
+# How often the child sends progress (the parent turns each into a store update and a GUI event).
+PROGRESS_INTERVAL = 0.2
+# How often the parent checks for a cancel request while the child works.
+CANCEL_POLL_INTERVAL = 0.1
+# How often a working (or idle) worker looks for jobs left "running" by a worker that died, so that one of two
+# workers takes over the other's job without waiting for a restart.
+RECLAIM_INTERVAL = 5.0
+# How often the worker tells the queue it is still on a long job (a step without progress): what a worker on
+# another machine sharing the queue is judged by (jobs.STALE_AFTER_SECONDS).
+HEARTBEAT_INTERVAL = 10.0
+# After the queue's disk refused a write (full, read-only), how long the window's worker waits before trying
+# again; `queue run --until-empty` stops instead.
+STORAGE_RETRY_SECONDS = 30.0
+# Nice value of the inference process: the window (and the rest of the desktop) stays responsive on a
+# machine whose every core is busy transcribing; it costs nothing when the machine is otherwise idle.
+INFERENCE_NICENESS = 5
+
+
+@dataclass(frozen=True)
+class EngineFailure:
+    """An error raised inside the child, sent to the parent as data (the exception class may not pickle)."""
+
+    error_type: str
+    message: str
+    details: str = ""
+
+
+class EngineJobError(ScribaError):
+    """The engine reported a failure for the job (bad file, missing model, …); ``str()`` is for the user."""
+
+    def __init__(self, failure: EngineFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class EngineCrashedError(ScribaError):
+    """The inference process died (native crash, out of memory) without reporting an error."""
+
+    def __init__(self, source: Path | str, exitcode: int | None) -> None:
+        self.exitcode = exitcode
+        if exitcode is not None and exitcode < 0:
+            name = signal.Signals(-exitcode).name
+            if -exitcode == signal.SIGKILL:
+                cause = (
+                    f"the transcription process was killed ({name}); the usual cause is the system running out "
+                    "of memory. Try a smaller model, or close other programs, then retry"
+                )
+            else:
+                cause = (
+                    f"the transcription process crashed ({name}) inside a native library. Retry; if it happens "
+                    "again, try another device or compute type in Settings"
+                )
+        else:
+            cause = f"the transcription process exited unexpectedly (exit code {exitcode}). Retry the job"
+        super().__init__(f"{source}: {cause}.")
+
+
+def _watch_parent(parent_pid: int) -> None:
+    # An orphaned inference process (the window or `queue run` was killed) must not go on using the machine.
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
+    """Body of the child process: receive (source, options), send progress and the result, repeat."""
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
+    if niceness:
+        with contextlib.suppress(OSError):
+            os.nice(niceness)
+    from app.core.engine.pipeline import Engine
+
+    engine = Engine()
+    while True:
+        try:
+            request = connection.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        source, options = request
+        last_sent = 0.0
+
+        def progress(update: Progress) -> None:
+            nonlocal last_sent
+            now = time.monotonic()
+            if now - last_sent >= PROGRESS_INTERVAL or update.fraction >= 1.0:
+                last_sent = now
+                connection.send(("progress", update))
+
+        try:
+            transcript = engine.run(source, options, progress=progress, cancel=CancelToken())
+            connection.send(("done", transcript.to_dict()))
+        except ScribaError as error:
+            connection.send(("error", EngineFailure(type(error).__name__, str(error))))
+        except MemoryError:
+            connection.send(
+                (
+                    "error",
+                    EngineFailure(
+                        "MemoryError",
+                        f"{source}: not enough memory to transcribe this file. Try a smaller model, or close "
+                        "other programs, then retry.",
+                    ),
+                )
+            )
+        except Exception as error:  # anything else still ends as this job's failure, not the process's
+            connection.send(
+                (
+                    "error",
+                    EngineFailure(
+                        type(error).__name__,
+                        f"{source}: unexpected error in the engine ({type(error).__name__}: {error})",
+                        traceback.format_exc(),
+                    ),
+                )
+            )
+
+
+ChildMain = Callable[[Connection, int, int], None]
+
+
+class EngineProcess:
+    """The inference child process, started on first use and kept (with its loaded model) between jobs."""
+
+    def __init__(self, niceness: int = INFERENCE_NICENESS, child_main: ChildMain = engine_process_main) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._niceness = niceness
+        self._child_main = child_main
+        self._process: Any = None
+        self._connection: Connection | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
+
+    def _ensure_started(self) -> Connection:
+        if self._process is not None and self._process.is_alive() and self._connection is not None:
+            return self._connection
+        self._discard()
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=self._child_main,
+            args=(child_end, os.getpid(), self._niceness),
+            name="scriba-engine",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()
+        self._process, self._connection = process, parent_end
+        return parent_end
+
+    def run(
+        self,
+        source: Path | str,
+        options: PipelineOptions,
+        on_progress: Callable[[Progress], None],
+        should_cancel: Callable[[], bool],
+    ) -> Transcript:
+        """Run one job in the child. Raises CancelledError, EngineJobError or EngineCrashedError."""
+        with self._lock:
+            connection = self._ensure_started()
+            process = self._process
+            connection.send((str(source), options))
+        while True:
+            if should_cancel():
+                self.kill()
+                raise CancelledError()
+            try:
+                ready = connection.poll(CANCEL_POLL_INTERVAL)
+                message = connection.recv() if ready else None
+            except (EOFError, OSError):
+                process.join(2.0)
+                exitcode = process.exitcode
+                self._discard()
+                raise EngineCrashedError(source, exitcode) from None
+            if message is None:
+                if not process.is_alive():
+                    exitcode = process.exitcode
+                    self._discard()
+                    raise EngineCrashedError(source, exitcode)
+                continue
+            kind, payload = message
+            if kind == "progress":
+                on_progress(payload)
+            elif kind == "done":
+                return Transcript.from_dict(payload)
+            elif kind == "error":
+                raise EngineJobError(payload)
+
+    def kill(self) -> None:
+        """End the child now (cancel, quit): every byte of model memory goes back to the system."""
+        with self._lock:
+            process = self._process
+            if process is not None and process.is_alive():
+                process.terminate()
+                process.join(1.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join(1.0)
+            self._discard()
+
+    def close(self) -> None:
+        """Ask the child to exit after its current request; kill it if it does not within 2 seconds."""
+        with self._lock:
+            process, connection = self._process, self._connection
+            if process is not None and connection is not None and process.is_alive():
+                with contextlib.suppress(OSError):
+                    connection.send(None)
+                process.join(2.0)
+        self.kill()
+
+    def _discard(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._process, self._connection = None, None
+
+
+def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library: Path | None = None) -> PipelineOptions:
+    """``speaker_library``: the folder of the known-speaker library (None: speakers are not named; a remote
+    machine never gets the library, so voiceprints stay on this one)."""
+    from app.core.engine.diarize import DiarizerOptions, SpeakerHints
+    from app.core.engine.transcribe import TranscriptionOptions, resolve_device
+
+    device = resolve_device(options.device)
+    return PipelineOptions(
+        transcription=TranscriptionOptions(
+            model=options.model,
+            device=device,
+            compute_type=options.compute_type,
+            language=options.language,
+            batch_size=options.batch_size,
+        ),
+        diarize=options.diarize,
+        diarizer=DiarizerOptions(
+            backend=options.diarizer,
+            hints=SpeakerHints(options.num_speakers, options.min_speakers, options.max_speakers),
+            hf_token=hf_token if options.diarize and options.diarizer != "embedded" else None,
+            device=device,
+        ),
+        identify=options.identify,
+        speaker_library=str(speaker_library) if speaker_library is not None else None,
+    )
+
+
+EventKind = Literal[
+    "started", "progress", "done", "failed", "cancelled", "requeued", "recovered", "idle", "waiting", "error"
+]
+
+# What a full or read-only disk raises: from SQLite (the queue) and from the file system (transcripts).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
+
+
+class QueueStorageError(ScribaError):
+    """The queue's folder refused a write (disk full, read-only, I/O error): the worker cannot go on."""
+
+    def __init__(self, directory: Path, error: BaseException, consequence: str) -> None:
+        self.directory = directory
+        self.cause = error
+        super().__init__(f"the queue folder {directory} cannot be written ({storage_reason(error)}): {consequence}")
+
+
+def storage_reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
+class QueueLock:
+    """An exclusive lock file beside the queue. The kernel drops it when its process dies (even kill -9)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / "worker.lock"
+        self._handle: TextIO | None = None
+
+    def acquire(self) -> bool:
+        if self._handle is not None:
+            return True
+        handle = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+        return True
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    kind: EventKind
+    job_id: int | None
+    source: Path | None = None
+    fraction: float = 0.0
+    stage: str = ""
+    duration: float | None = None
+    speed: float | None = None  # x real time
+    eta: float | None = None  # seconds
+    message: str | None = None  # failure reason, or a note (exports)
+    # A failure's error class by name (e.g. "LanguageMismatchError"), so a window can offer the matching remedy
+    # without reading the message.
+    error_type: str = ""
+
+    @property
+    def processed_seconds(self) -> float | None:
+        """Audio seconds done so far (the job's fraction of its duration)."""
+        return self.fraction * self.duration if self.duration else None
+
+
+def default_token_provider() -> str | None:
+    from app.core.secrets import huggingface_token
+
+    return huggingface_token()[0]
+
+
+class QueueWorker:
+    """Takes queued jobs from the store one at a time and runs them in an :class:`EngineProcess`."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        engine: EngineProcess | None = None,
+        on_event: Callable[[JobEvent], None] | None = None,
+        token_provider: Callable[[], str | None] = default_token_provider,
+        store_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.engine = engine or EngineProcess()
+        self._on_event = on_event or (lambda event: None)
+        self._token_provider = token_provider
+        self._store_interval = store_interval
+        self._stop = CancelToken()  # the worker stops; the running job goes back to the queue
+        self._wake = threading.Event()
+        self.current_job_id: int | None = None
+        # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
+        # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
+        self._unrecorded_job_id: int | None = None
+
+    def wake(self) -> None:
+        """Jobs were added: look at the queue now instead of at the next poll."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """From any thread: the running job goes back to the queue (it starts again next time)."""
+        self._stop.cancel()
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.cancelled
+
+    def run(self, until_empty: bool = False, idle_poll: float = 1.0) -> None:
+        """Run jobs until stopped (or, with ``until_empty``, until nothing is queued). Never raises for a job."""
+        announced_idle = announced_waiting = False
+        lock = QueueLock(self.store.directory)
+        last_reclaim = -RECLAIM_INTERVAL
+        try:
+            while not self._stop.cancelled:
+                # One job at a time per queue, across processes too (the window and `scriba queue run`
+                # side by side must not run two models on one GPU). The lock is held per job, so two
+                # workers take turns and `--until-empty` ends when the other one has emptied the queue.
+                if not lock.acquire():
+                    if until_empty and not self.store.counts()[JobState.QUEUED]:
+                        break
+                    if not announced_waiting:
+                        holder = lock.holder()
+                        self._on_event(
+                            JobEvent(
+                                "waiting",
+                                None,
+                                message=f"another Scriba process{f' (pid {holder})' if holder else ''} is "
+                                "running a job from this queue; waiting for it",
+                            )
+                        )
+                        announced_waiting = True
+                    self._wake.wait(idle_poll)
+                    self._wake.clear()
+                    continue
+                announced_waiting = False
+                try:
+                    if self._unrecorded_job_id is not None:
+                        self._requeue_unrecorded()
+                    if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
+                        last_reclaim = time.monotonic()
+                        self._reclaim()
+                    job = self._claim_next()
+                    if job is not None:
+                        announced_idle = False
+                        self.run_job(job)
+                        continue
+                except QueueStorageError as error:
+                    self._on_event(JobEvent("error", self.current_job_id, message=str(error)))
+                    self.current_job_id = None
+                    if until_empty:
+                        break
+                    self._wake.wait(STORAGE_RETRY_SECONDS)
+                    self._wake.clear()
+                    continue
+                finally:
+                    lock.release()
+                if until_empty:
+                    break
+                if not announced_idle:
+                    self._on_event(JobEvent("idle", None))
+                    announced_idle = True
+                self._wake.wait(idle_poll)
+                self._wake.clear()
+        finally:
+            self.engine.close()
+            if until_empty or self._stop.cancelled:
+                self._on_event(JobEvent("idle", None))
+
+    def _requeue_unrecorded(self) -> None:
+        job_id = self._unrecorded_job_id
+        assert job_id is not None
+        try:
+            self.store.requeue(job_id, "the queue's disk was full when this job ended; queued again")
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, f"job {job_id} is still to do") from error
+        self._unrecorded_job_id = None
+        self._on_event(JobEvent("requeued", job_id, message=f"job {job_id} is queued again"))
+
+    def _reclaim(self) -> None:
+        """Requeue jobs whose worker died (another `queue run`, a window killed): they run here next."""
+        try:
+            recovered = self.store.recover_interrupted()
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, "no job was started") from error
+        for job_id in recovered:
+            self._on_event(
+                JobEvent(
+                    "recovered",
+                    job_id,
+                    message=f"job {job_id} was interrupted (the process running it stopped); queued again",
+                )
+            )
+
+    def _claim_next(self) -> Job | None:
+        try:
+            return self.store.claim_next()
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(
+                self.store.directory, error, "no job was started; the queued jobs stay queued"
+            ) from error
+
+    def run_job(self, job: Job) -> None:
+        """Run one claimed job to its end state. Raises only :class:`QueueStorageError` (the queue's disk refused
+        a write); every other failure is the job's."""
+        self.current_job_id = job.id
+        started = time.monotonic()
+        last_stored = 0.0
+        duration = job.duration
+        self._on_event(JobEvent("started", job.id, job.source, duration=duration))
+
+        def on_progress(update: Progress) -> None:
+            nonlocal last_stored, duration
+            if update.audio_seconds:
+                duration = update.audio_seconds
+            elapsed = time.monotonic() - started
+            speed = eta = None
+            if duration and update.fraction > 0.02 and elapsed > 0:
+                speed = duration * update.fraction / elapsed
+                eta = elapsed * (1.0 - update.fraction) / update.fraction
+            now = time.monotonic()
+            if now - last_stored >= self._store_interval:
+                last_stored = now
+                try:
+                    self.store.report_progress(
+                        job.id, update.fraction, update.stage, duration=duration, speed=speed, eta=eta
+                    )
+                except STORAGE_ERRORS as error:  # progress in the queue is for show: the job goes on
+                    log.warning("progress of job %s not stored: %s", job.id, storage_reason(error))
+            self._on_event(
+                JobEvent("progress", job.id, job.source, update.fraction, update.stage, duration, speed, eta)
+            )
+
+        last_checked = 0.0
+        last_heartbeat = time.monotonic()
+        cancelled_by_user = False
+
+        def should_cancel() -> bool:
+            nonlocal last_checked, last_heartbeat, cancelled_by_user
+            if self._stop.cancelled:
+                return True
+            now = time.monotonic()
+            try:
+                if now - last_checked >= 0.25:  # the flag lives in the database: a cancel from any process counts
+                    last_checked = now
+                    cancelled_by_user = self.store.cancel_requested(job.id)
+                if now - last_heartbeat >= HEARTBEAT_INTERVAL:
+                    last_heartbeat = now
+                    self.store.heartbeat(job.id)
+            except STORAGE_ERRORS as error:  # a full disk must not stop a job that may still be saved
+                log.warning("job %s: queue not reachable: %s", job.id, storage_reason(error))
+            return cancelled_by_user
+
+        try:
+            options = pipeline_options(job.options, self._token_provider(), self.store.directory)
+            transcript = self.engine.run(job.source, options, on_progress, should_cancel)
+        except CancelledError:
+            self._store_end(job, lambda: self._cancelled_or_requeued(job, cancelled_by_user))
+            return
+        except ScribaError as error:
+            message = str(error)
+            kind = error.failure.error_type if isinstance(error, EngineJobError) else type(error).__name__
+            self._store_end(job, lambda: self.store.fail(job.id, message))
+            self._on_event(JobEvent("failed", job.id, job.source, message=message, error_type=kind))
+            return
+        except Exception as error:  # a bug on our side fails this job, never the worker
+            log.exception("job %s failed unexpectedly", job.id)
+            reason = f"{job.source}: unexpected error ({type(error).__name__}: {error})"
+            self._store_end(job, lambda: self.store.fail(job.id, reason))
+            self._on_event(JobEvent("failed", job.id, job.source, message=reason))
+            return
+        elapsed = time.monotonic() - started
+        speed = transcript.duration / elapsed if elapsed > 0 else None
+        try:
+            self.store.finish(job.id, transcript, speed)
+        except STORAGE_ERRORS as error:
+            # The transcript could not be saved (a full disk): the job must say why, not stay "running", and
+            # the next job would fail the same way, so the worker stops here.
+            reason = (
+                f"{job.source}: transcribed, but the transcript could not be saved in {self.store.directory} "
+                f"({storage_reason(error)}); free some space, then retry the job"
+            )
+            self._store_end(job, lambda: self.store.fail(job.id, reason))
+            self._on_event(JobEvent("failed", job.id, job.source, message=reason))
+            raise QueueStorageError(
+                self.store.directory, error, f"job {job.id} is marked failed; free some space, then retry it"
+            ) from error
+        self.current_job_id = None
+        note = self._export(job, transcript)
+        if transcript.warnings:
+            warning = "; ".join(transcript.warnings)
+            note = f"{warning}; {note}" if note else warning
+        self._on_event(JobEvent("done", job.id, job.source, 1.0, "", transcript.duration, speed, 0.0, message=note))
+
+    def _cancelled_or_requeued(self, job: Job, cancelled_by_user: bool) -> None:
+        if cancelled_by_user:
+            self.store.mark_cancelled(job.id)
+            self._on_event(JobEvent("cancelled", job.id, job.source))
+        else:
+            self.store.requeue(job.id, "stopped before it finished; queued again")
+            self._on_event(JobEvent("requeued", job.id, job.source))
+
+    def _store_end(self, job: Job, write: Callable[[], object]) -> None:
+        """Record how a job ended. When the queue cannot be written the job stays "running" under this process,
+        and goes back to the queue as soon as this process ends (or another one reclaims it)."""
+        try:
+            write()
+        except STORAGE_ERRORS as error:
+            self._unrecorded_job_id = job.id
+            raise QueueStorageError(
+                self.store.directory,
+                error,
+                f"job {job.id} ({job.source.name}) goes back to the queue once its disk has room again (at the "
+                "latest when Scriba next starts)",
+            ) from error
+        finally:
+            self.current_job_id = None
+
+    def _export(self, job: Job, transcript: Transcript) -> str | None:
+        """Auto-export, each format on its own: one that fails costs only itself, and the note says which and
+        why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept."""
+        if not job.options.output_dir:
+            return None
+        from app.core.engine.export import export_each, unchanged_since_written
+
+        directory = Path(job.options.output_dir).expanduser()
+        own = set(map(Path, job.exported))
+        unchanged = unchanged_since_written(self.store)
+
+        def may_replace(path: Path) -> bool:
+            return path in own and unchanged(path)
+
+        try:
+            result = export_each(
+                transcript, directory, job.source.stem, job.options.formats, may_replace=may_replace, record=self.store
+            )
+        except Exception as error:  # export_each reports per format; this is a bug, still not the job's end
+            log.exception("export of job %s failed", job.id)
+            note = f"transcribed, but the exports could not be written to {directory}: {error}"
+            self._store_note(job, note)
+            return note
+        note = result.summary()
+        if result.failures and not result.written:
+            note = f"transcribed, but the exports could not be written: {note}"
+        try:
+            if result.written:
+                self.store.set_exported(job.id, list(result.written))
+        except STORAGE_ERRORS as error:
+            log.warning("exports of job %s not recorded: %s", job.id, storage_reason(error))
+        if result.failures or result.renamed:
+            self._store_note(job, note)
+        return note
+
+    def _store_note(self, job: Job, note: str) -> None:
+        try:
+            self.store.set_note(job.id, note)
+        except STORAGE_ERRORS as error:
+            log.warning("note of job %s not stored: %s", job.id, storage_reason(error))

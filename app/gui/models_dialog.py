@@ -1,0 +1,233 @@
+"""Settings › Models…: every Whisper model Scriba knows, whether it is on disk, its size, languages and speed;
+download (with progress and cancel) and remove. The catalog and the downloads are app.core.engine.models'."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.cancel import CancelToken
+from app.core.engine.models import CATALOG, SPEED_SOURCE, installed_models, relative_speed
+from app.gui.job_safety import ask_first
+
+COLUMNS = ("Model", "Languages", "Size", "Speed", "On disk")
+
+
+class _DownloadSignals(QObject):
+    progress = Signal(int, int)  # kB done, kB in all (Qt's int is 32-bit)
+    failed = Signal(str)
+    cancelled = Signal()
+    done = Signal(str)  # the model's name
+
+
+class ModelsDialog(QDialog):
+    """The model manager. ``cache``/``endpoint`` point it at another model folder and hub (tests)."""
+
+    downloaded = Signal(str)  # a model finished downloading (its name)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        select: str | None = None,
+        cache: Path | None = None,
+        endpoint: str | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Speech models")
+        self._cache = cache
+        self._endpoint = endpoint
+        self._thread: threading.Thread | None = None
+        self._cancel = CancelToken()
+        self._downloading: str | None = None
+        self.signals = _DownloadSignals(self)
+        self.signals.progress.connect(self._on_progress)
+        self.signals.failed.connect(self._on_failed)
+        self.signals.cancelled.connect(self._on_cancelled)
+        self.signals.done.connect(self._on_done)
+
+        intro = QLabel(
+            "Models ending in <b>.en</b> transcribe English only; the others transcribe about 100 languages. "
+            "Larger models are more accurate and slower. Speed is relative to large "
+            f"(source: {SPEED_SOURCE})."
+        )
+        intro.setWordWrap(True)
+        self.table = QTableWidget(len(CATALOG), len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table for the buttons
+        self.table.verticalHeader().setVisible(False)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.download_button = QPushButton("Download")
+        self.download_button.clicked.connect(lambda: self.download(self.selected()))
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(lambda: self.remove(self.selected()))
+        close = QPushButton("Close")
+        close.clicked.connect(self.accept)
+        buttons = QHBoxLayout()
+        for button in (self.download_button, self.cancel_button, self.remove_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        buttons.addWidget(close)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.table)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addLayout(buttons)
+        self.resize(720, 480)
+        self.refresh()
+        self.select(select or next(iter(CATALOG)))
+
+    def on_disk(self) -> dict[str, str]:
+        """Model name -> where it is ("downloaded" or "bundled")."""
+        found = installed_models(self._cache)
+        return {model.name: "bundled" if model.origin == "bundled" else "downloaded" for model in found}
+
+    def refresh(self) -> None:
+        present = self.on_disk()
+        for row, (name, entry) in enumerate(CATALOG.items()):
+            where = present.get(name, "")
+            if name == self._downloading:
+                where = "downloading…"
+            cells = (
+                name,
+                "multilingual" if entry.multilingual else "English only",
+                f"{entry.size_mb:,} MB",
+                f"{relative_speed(name):g}x large",
+                where or "not downloaded",
+            )
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if column in (2, 3):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, column, item)
+        self.table.resizeColumnsToContents()
+        self._update_buttons()
+
+    def select(self, name: str) -> None:
+        if name in CATALOG:
+            self.table.selectRow(list(CATALOG).index(name))
+
+    def selected(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows()
+        return list(CATALOG)[rows[0].row()] if rows else None
+
+    def is_downloading(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _update_buttons(self) -> None:
+        name = self.selected()
+        where = self.on_disk().get(name or "", "")
+        busy = self._downloading is not None
+        self.download_button.setEnabled(name is not None and not where and not busy)
+        self.cancel_button.setEnabled(busy)
+        # The bundled tiny.en belongs to the installation; only downloads can be removed.
+        self.remove_button.setEnabled(where == "downloaded" and name != self._downloading)
+
+    def download(self, name: str | None) -> None:
+        """Start downloading ``name`` in a background thread; progress and the result arrive as signals."""
+        if name is None or self._downloading is not None:
+            return
+        self._downloading = name
+        self._cancel = CancelToken()
+        self.progress.setVisible(True)
+        self.progress.setRange(0, 0)  # busy until the size is known
+        self.status.setText(f"Downloading {name} ({CATALOG[name].size_mb:,} MB)…")
+        self._thread = threading.Thread(
+            target=self._work, args=(name, self._cancel), name="model-download", daemon=True
+        )
+        self._thread.start()
+        self.refresh()
+
+    def _work(self, name: str, cancel: CancelToken) -> None:
+        from app.core.engine.models import download_model
+        from app.core.errors import CancelledError, ScribaError
+
+        try:
+            download_model(
+                name,
+                cache=self._cache,
+                progress=lambda done, total: self.signals.progress.emit(done // 1024, total // 1024),
+                cancel=cancel,
+                endpoint=self._endpoint,
+            )
+        except CancelledError:
+            self.signals.cancelled.emit()
+        except ScribaError as error:
+            self.signals.failed.emit(str(error))
+        except Exception as error:  # shown in the dialog, never a traceback
+            self.signals.failed.emit(f"{type(error).__name__}: {error}")
+        else:
+            self.signals.done.emit(name)
+
+    def cancel(self) -> None:
+        """Stop the download; what arrived is kept, and the next download of the model continues from it."""
+        self._cancel.cancel()
+
+    def wait(self, timeout: float = 30.0) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def remove(self, name: str | None) -> None:
+        if name is None or self.on_disk().get(name) != "downloaded":
+            return
+        text = f"Delete {name} ({CATALOG[name].size_mb:,} MB) from this computer? It can be downloaded again."
+        if not ask_first(self, "Remove model", text, "Delete"):
+            return
+        from app.core.engine.models import remove_model
+        from app.core.errors import ScribaError
+
+        try:
+            remove_model(name, self._cache)
+        except (ScribaError, OSError) as error:
+            self.status.setText(f"<b>Not removed:</b> {error}")
+        else:
+            self.status.setText(f"Removed {name}.")
+        self.refresh()
+
+    def _finish(self, text: str) -> None:
+        self._downloading = None
+        self.progress.setVisible(False)
+        self.status.setText(text)
+        self.refresh()
+
+    def _on_progress(self, done_kb: int, total_kb: int) -> None:
+        self.progress.setRange(0, max(total_kb, 1))
+        self.progress.setValue(done_kb)
+        self.status.setText(f"Downloading {self._downloading}: {done_kb / 1024:.1f} of {total_kb / 1024:.1f} MB")
+
+    def _on_failed(self, message: str) -> None:
+        self._finish(f"<b>Not downloaded:</b> {message}")
+
+    def _on_cancelled(self) -> None:
+        self._finish("Download cancelled; what arrived is kept, and Download continues from there.")
+
+    def _on_done(self, name: str) -> None:
+        self._finish(f"{name} is downloaded and ready.")
+        self.downloaded.emit(name)
+
+    def done(self, result: int) -> None:
+        self.cancel()  # closing the dialog stops a download (it continues next time)
+        super().done(result)

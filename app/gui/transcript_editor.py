@@ -1,0 +1,460 @@
+"""The transcript as an editable document: one paragraph per speaker turn, times and speakers in the margin.
+
+The document is a view of the :class:`Transcript`, never the other way round: typed text is read back per
+paragraph when the cursor leaves it (or the typing pauses), handed to the view as "paragraph N now reads …",
+and the view renders the edited transcript again. So the word timings live in the transcript and the document
+only has to know where each word sits, which it records while rendering.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, QMimeData, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFocusEvent,
+    QFontMetrics,
+    QKeyEvent,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QResizeEvent,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFormat,
+)
+from PySide6.QtWidgets import QTextEdit, QWidget
+
+from app.core.engine.export import clock
+from app.core.engine.transcript import Transcript
+from app.core.engine.transcript_edit import Paragraph, paragraph_tokens
+
+# Below this, Whisper's word probability is more often wrong than not worth a second look: marked.
+LOW_CONFIDENCE = 0.5
+# The margin holds "0:12:34  SPEAKER_00" (longer names are cut with "…"): sized in the font, so that it fits
+# on a 4K screen with a large font as on a small one.
+MARGIN_SAMPLE = "0:00:00  SPEAKER_00"
+# Hues far apart on the colour wheel; lightness comes from the palette so that both themes stay readable.
+SPEAKER_HUES = (210, 0, 130, 35, 275, 180, 320, 85)
+
+
+def speaker_colour(speakers: tuple[str, ...], speaker: str | None, palette: QPalette) -> QColor:
+    """A speaker's colour for text on the palette's base: light on a dark theme, dark on a light one."""
+    if speaker is None or speaker not in speakers:
+        return palette.color(QPalette.ColorRole.Text)
+    dark_theme = palette.color(QPalette.ColorRole.Base).lightness() < 128
+    hue = SPEAKER_HUES[speakers.index(speaker) % len(SPEAKER_HUES)]
+    return QColor.fromHsl(hue, 170, 180 if dark_theme else 80)
+
+
+@dataclass(frozen=True)
+class WordSpan:
+    """Where one word sits in its paragraph's block, and from when it is heard."""
+
+    start: int  # position in the block
+    end: int
+    segment: int
+    token: int  # the word's index among its segment's tokens
+    seconds: float
+
+
+class ParagraphMargin(QWidget):
+    """Paints each paragraph's start time and speaker beside it, in the speaker's colour."""
+
+    def __init__(self, editor: TranscriptEditor) -> None:
+        super().__init__(editor)
+        self.editor = editor
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.editor.margin_width(), 0)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        """A click on a paragraph's time or speaker plays the paragraph from its start."""
+        editor = self.editor
+        y = int(event.position().y()) + editor.verticalScrollBar().value() - editor.document_margin()
+        layout = editor.document().documentLayout()
+        block = editor.document().begin()
+        while block.isValid():
+            if layout.blockBoundingRect(block).bottom() >= y:
+                number = block.blockNumber()
+                if number < len(editor.spans) and editor.spans[number]:
+                    editor.word_clicked.emit(editor.spans[number][0].seconds)  # its first word, as heard
+                return
+            block = block.next()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        editor = self.editor
+        painter = QPainter(self)
+        painter.fillRect(event.rect(), editor.palette().color(QPalette.ColorRole.AlternateBase))
+        margin_width = editor.margin_width()
+        layout = editor.document().documentLayout()
+        offset = editor.verticalScrollBar().value()
+        line = editor.fontMetrics().height()
+        bold = editor.font()
+        bold.setBold(True)
+        block = editor.document().begin()
+        while block.isValid():
+            number = block.blockNumber()
+            top = int(layout.blockBoundingRect(block).top()) - offset + editor.document_margin()
+            if top > self.height():
+                break
+            if top + line >= 0 and number < len(editor.paragraphs):
+                # Time and speaker on the paragraph's first line: a one-line paragraph has room for both.
+                paragraph = editor.paragraphs[number]
+                time_text = clock(paragraph.start)
+                painter.setFont(editor.font())
+                painter.setPen(editor.palette().color(QPalette.ColorRole.PlaceholderText))
+                painter.drawText(QRect(6, top, margin_width - 10, line), Qt.AlignmentFlag.AlignLeft, time_text)
+                if paragraph.speaker is not None:
+                    left = 6 + painter.fontMetrics().horizontalAdvance(time_text + "  ")
+                    painter.setFont(bold)
+                    painter.setPen(editor.colour_of(paragraph.speaker))
+                    width = margin_width - 6 - left
+                    name = painter.fontMetrics().elidedText(paragraph.speaker, Qt.TextElideMode.ElideRight, width)
+                    painter.drawText(QRect(left, top, width, line), Qt.AlignmentFlag.AlignLeft, name)
+            block = block.next()
+
+
+class TranscriptEditor(QTextEdit):
+    words_edited = Signal(object)  # dict[int, str]: {paragraph index: its text as the user left it}
+    word_clicked = Signal(float)  # seconds: play from there
+    undo_requested = Signal()
+    split_requested = Signal()  # Ctrl+Return: the rest of the paragraph from the cursor is another speaker's
+    redo_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAcceptRichText(False)
+        # Undo belongs to the transcript's undo stack (every kind of edit, one history), not to the text.
+        self.setUndoRedoEnabled(False)
+        self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
+        self.setTabChangesFocus(True)  # a tab is not a word: Tab leaves the document like any other field
+        self.transcript: Transcript | None = None
+        self.paragraphs: list[Paragraph] = []
+        self.spans: list[list[WordSpan]] = []
+        self._timeline: list[tuple[float, int, int]] = []  # (seconds, block, index in spans[block]), by time
+        self._dirty: set[int] = set()  # blocks typed in since they were last read back
+        self._typed: set[int] = set()  # blocks read back: written again on the next render, changed or not
+        self._rendering = False
+        self.playing: tuple[int, int] | None = None  # (block, index in spans[block]) being heard
+        self.follow_playback = True
+        self._matches: list[tuple[int, int, int]] = []  # (block, start, end) of search matches
+        self.margin = ParagraphMargin(self)
+        self.setViewportMargins(self.margin_width(), 0, 0, 0)
+        self.verticalScrollBar().valueChanged.connect(lambda _value: self.margin.update())
+        self.document().contentsChange.connect(self._contents_changed)
+        self.cursorPositionChanged.connect(self._cursor_moved)
+
+    # ------------------------------------------------------------------------------------------- rendering
+
+    def margin_width(self) -> int:
+        bold = self.font()
+        bold.setBold(True)
+        return QFontMetrics(bold).horizontalAdvance(MARGIN_SAMPLE) + 16
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.setViewportMargins(self.margin_width(), 0, 0, 0)
+            area = self.contentsRect()
+            self.margin.setGeometry(QRect(area.left(), area.top(), self.margin_width(), area.height()))
+
+    def document_margin(self) -> int:
+        return int(self.document().documentMargin())
+
+    def colour_of(self, speaker: str | None) -> QColor:
+        speakers = self.transcript.speakers if self.transcript is not None else ()
+        return speaker_colour(speakers, speaker, self.palette())
+
+    def set_transcript(self, transcript: Transcript | None, paragraphs: list[Paragraph]) -> None:
+        """Show ``transcript``; the cursor and the scroll position stay where they were.
+
+        When the paragraphs are the same turns as before (typing, replace, undo of those), only the paragraphs
+        whose words changed are written again: an hour of speech is rewritten whole in about half a second,
+        too long a pause each time the cursor leaves a corrected paragraph."""
+        # The selection too (as block and offset, which survive rewriting other paragraphs): selecting words
+        # and then clicking "Give to" reads the typed paragraph back first, and must not lose what was selected.
+        anchor, position = self._place(self.textCursor().anchor()), self._place(self.textCursor().position())
+        scroll = self.verticalScrollBar().value()
+        previous, previous_paragraphs = self.transcript, self.paragraphs
+        document = self.document()
+        self._rendering = True
+        self.transcript, self.paragraphs = transcript, paragraphs
+        same_turns = (
+            transcript is not None
+            and previous is not None
+            and len(transcript.segments) == len(previous.segments)
+            and [(p.speaker, p.segments) for p in paragraphs] == [(p.speaker, p.segments) for p in previous_paragraphs]
+            and document.blockCount() == len(paragraphs) == len(self.spans)
+        )
+        if same_turns:
+            assert transcript is not None and previous is not None
+            for number, paragraph in enumerate(paragraphs):
+                changed = any(transcript.segments[i] != previous.segments[i] for i in paragraph.segments)
+                if changed or number in self._typed:
+                    writer = QTextCursor(document.findBlockByNumber(number))
+                    writer.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+                    writer.removeSelectedText()
+                    self.spans[number] = self._write_paragraph(writer, transcript, paragraph)
+        else:
+            document.clear()
+            self.spans = []
+            writer = QTextCursor(document)
+            block_format = QTextBlockFormat()
+            block_format.setTopMargin(10)  # paragraphs (speaker turns) apart
+            for number, paragraph in enumerate(paragraphs if transcript is not None else []):
+                assert transcript is not None
+                if number:
+                    writer.insertBlock(block_format, QTextCharFormat())
+                else:
+                    writer.setBlockFormat(block_format)
+                self.spans.append(self._write_paragraph(writer, transcript, paragraph))
+        self._typed.clear()
+        self._timeline = sorted(
+            (span.seconds, number, index) for number, spans in enumerate(self.spans) for index, span in enumerate(spans)
+        )
+        self._dirty.clear()
+        self.playing = None
+        restored = QTextCursor(document)
+        restored.setPosition(self._position_of(*anchor))
+        restored.setPosition(self._position_of(*position), QTextCursor.MoveMode.KeepAnchor)
+        self.setTextCursor(restored)
+        self.verticalScrollBar().setValue(scroll)
+        self._rendering = False
+        self._refresh_selections()
+        self.margin.update()
+
+    def _place(self, position: int) -> tuple[int, int]:
+        block = self.document().findBlock(position)
+        return block.blockNumber(), position - block.position()
+
+    def _position_of(self, number: int, offset: int) -> int:
+        """A (block, offset) place as a document position, kept inside the document as it is now."""
+        document = self.document()
+        block = document.findBlockByNumber(min(number, max(0, document.blockCount() - 1)))
+        return block.position() + min(offset, max(0, block.length() - 1))
+
+    def _write_paragraph(self, writer: QTextCursor, transcript: Transcript, paragraph: Paragraph) -> list[WordSpan]:
+        """Write one paragraph's words at ``writer`` (the start of an empty block); where each word went."""
+        plain = QTextCharFormat()
+        doubtful = QTextCharFormat()
+        doubtful.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+        doubtful.setUnderlineColor(self.palette().color(QPalette.ColorRole.Highlight))
+        spans: list[WordSpan] = []
+        for position, token in enumerate(paragraph_tokens(transcript, paragraph)):
+            if position:
+                writer.insertText(" ", plain)
+            start = writer.positionInBlock()
+            if token.word is not None and token.word.probability < LOW_CONFIDENCE:
+                doubtful.setToolTip(f"Uncertain word ({token.word.probability:.0%} confidence)")
+                writer.insertText(token.text, doubtful)
+            else:
+                writer.insertText(token.text, plain)
+            seconds = token.start if token.start is not None else transcript.segments[token.segment].start
+            spans.append(WordSpan(start, writer.positionInBlock(), token.segment, token.index, seconds))
+        return spans
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        area = self.contentsRect()
+        self.margin.setGeometry(QRect(area.left(), area.top(), self.margin_width(), area.height()))
+
+    # ------------------------------------------------------------------------------------------- editing
+
+    def _contents_changed(self, position: int, removed: int, added: int) -> None:
+        if self._rendering:
+            return
+        document = self.document()
+        for at in (position, position + added):
+            block = document.findBlock(min(at, max(0, document.characterCount() - 1)))
+            if block.isValid():
+                self._dirty.add(block.blockNumber())
+
+    def _cursor_moved(self) -> None:
+        if self._rendering or not self._dirty:
+            return
+        if self.textCursor().blockNumber() not in self._dirty:
+            # Read the paragraph the cursor left once this event is handled (it re-renders the document).
+            QTimer.singleShot(0, self.commit_pending)
+
+    def has_pending_edits(self) -> bool:
+        return bool(self._dirty)
+
+    def commit_pending(self) -> None:
+        """Hand the typed changes to the view (which re-renders): {paragraph: text} for each touched one.
+
+        Called when the cursor leaves the paragraph, the editor loses the focus, before any other edit, undo,
+        another job or closing; never on a pause in the typing: the re-rendered paragraph has its spaces
+        normalised, which would join the word being typed to the one before it."""
+        if not self._dirty or self._rendering:
+            return
+        document = self.document()
+        if document.blockCount() != len(self.paragraphs):
+            # The paragraph structure changed under us (it should not: Enter and joining keys are refused);
+            # the transcript wins and the typing is dropped rather than given to the wrong paragraph.
+            self.set_transcript(self.transcript, self.paragraphs)
+            return
+        edited = {number: document.findBlockByNumber(number).text() for number in sorted(self._dirty)}
+        self._typed |= self._dirty
+        self._dirty.clear()
+        self.words_edited.emit(edited)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self.commit_pending()
+
+    def _joins_paragraphs(self, event: QKeyEvent) -> bool:
+        """Keys that would join two paragraphs (or change the text of several at once) in the document."""
+        cursor = self.textCursor()
+        if cursor.hasSelection():
+            document = self.document()
+            spans_blocks = (
+                document.findBlock(cursor.selectionStart()).blockNumber()
+                != document.findBlock(cursor.selectionEnd()).blockNumber()
+            )
+            changes_text = bool(event.text()) or event.key() in (Qt.Key.Key_Backspace, Qt.Key.Key_Delete)
+            return spans_blocks and (changes_text or event.matches(QKeySequence.StandardKey.Cut))
+        if event.key() == Qt.Key.Key_Backspace and cursor.atBlockStart():
+            return True
+        return event.key() == Qt.Key.Key_Delete and cursor.atBlockEnd()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.matches(QKeySequence.StandardKey.Undo):
+            self.commit_pending()
+            self.undo_requested.emit()
+            return
+        if event.matches(QKeySequence.StandardKey.Redo):
+            self.commit_pending()
+            self.redo_requested.emit()
+            return
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                self.commit_pending()
+                self.split_requested.emit()
+                return
+            event.ignore()  # paragraphs are speaker turns: split one with "Split here" (Ctrl+Return in the view)
+            return
+        if self._joins_paragraphs(event):
+            return
+        super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        # Files dragged over the transcript are for the queue (the window takes them), not text to insert.
+        return source.hasText() and not source.hasUrls()
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        cursor = self.textCursor()
+        document = self.document()
+        if document.findBlock(cursor.selectionStart()) != document.findBlock(cursor.selectionEnd()):
+            return
+        cursor.insertText(" ".join(source.text().split()))  # a pasted line break would make a new paragraph
+
+    # ------------------------------------------------------------------------------------------- words
+
+    def word_at(self, position: int) -> tuple[int, WordSpan] | None:
+        """The paragraph and word at a document position (the nearest word before it, in the gaps)."""
+        block = self.document().findBlock(position)
+        number = block.blockNumber()
+        if not block.isValid() or number >= len(self.spans) or not self.spans[number]:
+            return None
+        offset = position - block.position()
+        spans = self.spans[number]
+        index = max(0, bisect.bisect_right([span.start for span in spans], offset) - 1)
+        return number, spans[index]
+
+    def word_rect(self, paragraph: int, index: int) -> QRect:
+        """Where a word is drawn, in the viewport's coordinates (what a click there hits)."""
+        span = self.spans[paragraph][index]
+        cursor = QTextCursor(self.document().findBlockByNumber(paragraph))
+        cursor.setPosition(cursor.block().position() + (span.start + span.end) // 2)
+        return self.cursorRect(cursor)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        super().mouseReleaseEvent(event)
+        if event.button() != Qt.MouseButton.LeftButton or self.textCursor().hasSelection():
+            return
+        position = self.cursorForPosition(event.position().toPoint()).position()
+        found = self.word_at(position)
+        if found is not None and found[0] not in self._dirty:  # positions in a paragraph being typed are stale
+            self.word_clicked.emit(found[1].seconds)
+
+    def selected_words(self) -> tuple[tuple[int, WordSpan], tuple[int, WordSpan]] | None:
+        """The first and last word the selection touches (or the word at the cursor)."""
+        cursor = self.textCursor()
+        first = self.word_at(cursor.selectionStart())
+        last = self.word_at(max(cursor.selectionStart(), cursor.selectionEnd() - 1))
+        if first is None or last is None:
+            return None
+        return first, last
+
+    # ------------------------------------------------------------------------------------------- playback
+
+    def show_playing(self, seconds: float) -> None:
+        """Mark the word being heard; with "follow playback" on, keep it in view (the cursor stays put)."""
+        index = bisect.bisect_right(self._timeline, (seconds, float("inf"), 0)) - 1
+        while index > 0 and self._timeline[index - 1][0] == self._timeline[index][0]:
+            index -= 1  # words the aligner gave one start time: the first of them is heard first
+        playing = None if index < 0 else (self._timeline[index][1], self._timeline[index][2])
+        if playing == self.playing:
+            return
+        self.playing = playing
+        self._refresh_selections()
+        if playing is not None and self.follow_playback:
+            rect = self.word_rect(*playing)
+            if not self.viewport().rect().contains(rect):
+                bar = self.verticalScrollBar()
+                bar.setValue(bar.value() + rect.top() - self.viewport().height() // 3)
+
+    def playing_word(self) -> str | None:
+        if self.playing is None:
+            return None
+        block, index = self.playing
+        span = self.spans[block][index]
+        return self.document().findBlockByNumber(block).text()[span.start : span.end]
+
+    # ------------------------------------------------------------------------------------------- search
+
+    def set_matches(self, matches: list[tuple[int, int, int]]) -> None:
+        self._matches = matches
+        self._refresh_selections()
+
+    def _refresh_selections(self) -> None:
+        palette = self.palette()
+        selections: list[QTextEdit.ExtraSelection] = []
+        found = QColor(palette.color(QPalette.ColorRole.Highlight))
+        found.setAlpha(70)
+        for block, start, end in self._matches:
+            selections.append(self._selection(block, start, end, background=found))
+        if self.playing is not None:
+            block, index = self.playing
+            span = self.spans[block][index]
+            selections.append(
+                self._selection(
+                    block,
+                    span.start,
+                    span.end,
+                    background=palette.color(QPalette.ColorRole.Highlight),
+                    foreground=palette.color(QPalette.ColorRole.HighlightedText),
+                )
+            )
+        self.setExtraSelections(selections)
+
+    def _selection(
+        self, block: int, start: int, end: int, background: QColor, foreground: QColor | None = None
+    ) -> QTextEdit.ExtraSelection:
+        selection = QTextEdit.ExtraSelection()
+        cursor = QTextCursor(self.document().findBlockByNumber(block))
+        base = cursor.block().position()
+        cursor.setPosition(base + start)
+        cursor.setPosition(base + end, QTextCursor.MoveMode.KeepAnchor)
+        selection.cursor = cursor
+        selection.format.setBackground(background)
+        if foreground is not None:
+            selection.format.setForeground(foreground)
+        selection.format.setProperty(QTextFormat.Property.FullWidthSelection, False)
+        return selection

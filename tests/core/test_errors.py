@@ -1,0 +1,42 @@
+"""One root for the errors a user can cause or meet, and the exit codes `scriba` maps them to."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from app.core.errors import ExitCode, MediaError, ScribaError, UsageError
+
+pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
+
+
+def test_the_exit_codes_keep_their_numbers() -> None:
+    # Scripts test these numbers: changing one breaks them silently.
+    assert {code.name: int(code) for code in ExitCode} == {
+        "OK": 0,
+        "FAILED": 1,
+        "USAGE": 2,
+        "HANGUP": 129,
+        "INTERRUPTED": 130,
+        "BROKEN_PIPE": 141,
+        "TERMINATED": 143,
+    }
+    assert ExitCode.for_signal(signal.SIGINT) is ExitCode.INTERRUPTED
+    assert ExitCode.for_signal(signal.SIGTERM) is ExitCode.TERMINATED
+
+
+def test_every_error_written_for_a_user_has_one_root_and_an_exit_code() -> None:
+    from app.cloud.offload.base import BudgetExceeded, OffloadError
+    from app.cloud.offload.session import ChoiceError
+    from app.cloud.pricing.prices import PriceTableError
+    from app.cloud.providers import AuthError, ProviderError
+    from app.cloud.remote.transport import HostKeyError, TransportError
+
+    for kind in (OffloadError, BudgetExceeded, ChoiceError, PriceTableError, ProviderError, AuthError):
+        assert issubclass(kind, ScribaError), kind
+    for kind in (TransportError, HostKeyError, MediaError):
+        assert issubclass(kind, ScribaError), kind
+    assert issubclass(PriceTableError, ValueError), "still caught where a bad value is"
+    assert OffloadError("x").exit_code is ExitCode.FAILED
+    assert UsageError("x").exit_code is ExitCode.USAGE

@@ -1,0 +1,103 @@
+"""The window's dictation panel driven from another program: a global hotkey pressed through XTest on a real X
+server (Xvfb) while a real xterm has the focus starts and stops the panel; its finals, from real speech, are
+typed into the xterm; the floating "Listening" badge shows meanwhile. Qt itself stays offscreen: the hotkey and
+the typing talk to the X server directly, as they do under any Qt platform."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.core.dictation.sources import AudioSource, FileSource
+from app.core.dictation.stream import DictationOptions
+from app.gui.dictation_panel import DictationPanel, InputDevice, PanelState
+from tests import metrics
+from tests.real_speech import real_speech_dir
+from tests.xserver import focus_of, focused_xterm, press_keys, wait_for_text, xvfb
+
+WAIT = 120_000  # ms: a flush of half a minute of speech on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def x_display() -> Iterator[str]:
+    with xvfb() as name:
+        yield name
+
+
+@pytest.fixture
+def panel(qtbot, x_display: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[DictationPanel]:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("DISPLAY", x_display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("XDG_SESSION_TYPE", raising=False)
+    widget = DictationPanel(DictationOptions())
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    yield widget
+    widget.shutdown()
+
+
+def test_hotkey_in_another_program_runs_the_panel_and_its_finals_are_typed_there(
+    panel: DictationPanel,
+    qtbot,
+    x_display: str,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    speech = real_speech_dir() / "mfa_en_spontaneous_a.wav"
+    reference = speech.with_suffix(".ref.txt").read_text()
+
+    def replayed(device: InputDevice) -> AudioSource:
+        return FileSource(speech, realtime=False)
+
+    panel.source_factory = replayed
+    panel.set_output_mode("type")
+    assert panel.set_hotkey("ctrl+alt+d", "toggle") is None
+    assert not panel.indicator_visible()
+    received = tmp_path / "received.txt"
+    with focused_xterm(x_display, received) as window:
+        press_keys(x_display, "Control_L", "Alt_L", "d")
+        qtbot.waitUntil(lambda: panel.state is PanelState.RUNNING, timeout=WAIT)
+        assert panel.indicator_visible()
+        press_keys(x_display, "Control_L", "Alt_L", "d")
+        qtbot.waitUntil(lambda: panel.state is PanelState.IDLE, timeout=WAIT)
+        assert not panel.indicator_visible()
+        shown = panel.final_text()
+        typed = wait_for_text(received, lambda text: len(text) >= len(shown))
+        assert focus_of(x_display) == window.id
+    assert shown and typed == shown  # what the panel shows as final is what the other program received
+    wer = metrics.wer(reference, typed)
+    print(f"panel typed {len(typed.split())} words, WER {wer:.3f} against the reference")
+    assert wer <= 0.25, typed
+
+
+def test_a_hotkey_that_cannot_be_had_is_said_in_the_panel(panel: DictationPanel) -> None:
+    assert panel.set_hotkey("ctrl+alt+d") is None
+    second = DictationPanel(DictationOptions())
+    try:
+        problem = second.set_hotkey("ctrl+alt+d")
+        assert problem is not None and "already taken" in problem
+        assert second.hotkey is None and "Hotkey off" in second.message_label.text()
+    finally:
+        second.shutdown()
+        second.deleteLater()
+
+
+def test_the_window_keeps_where_text_goes_and_the_hotkey(open_window, x_display: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("DISPLAY", x_display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("XDG_SESSION_TYPE", raising=False)
+    window = open_window()
+    panel = window.dictation_panel
+    assert panel.output_mode is None and panel.hotkey is None  # nothing reaches other programs by default
+    panel.output_combo.setCurrentIndex(panel.output_combo.findData("copy"))
+    panel.hotkey_mode_combo.setCurrentIndex(panel.hotkey_mode_combo.findData("push"))
+    panel.hotkey_edit.setText("ctrl+alt+F9")
+    panel.hotkey_edit.editingFinished.emit()
+    assert panel.hotkey is not None and panel.hotkey_mode == "push"
+    window.close()  # gives the hotkey back: the next window can grab it
+    again = open_window().dictation_panel  # the same folders: a restart
+    assert again.output_mode == "copy"
+    assert again.hotkey is not None and again.hotkey.hotkey.text == "ctrl+alt+F9" and again.hotkey_mode == "push"
+    assert again.hotkey_edit.text() == "ctrl+alt+F9"
