@@ -9,11 +9,15 @@ a recording whose language the user did not name, the first :data:`CHECK_SECONDS
 * otherwise with the English-only model's own confidence on that speech. Whisper's English models, hearing
   another language, either hear "no speech" where the voice-activity detector hears speech, or write words
   they give low probability. :func:`english_model_verdict` turns the two into one score (no-speech probability
-  of the first window + 1 - mean word probability). The threshold sits between what was measured with tiny.en
+  of the first window + 1 - mean word probability). The reading forbids repeating any three words: a model that
+  does not understand what it hears can fall into a loop ("I'm going to go to the…" over and over) whose words
+  it then gives high probability, each repeat making the next likelier, which says nothing about the audio
+  (measured: German with tiny.en read as 187 words at 91 % on one machine, as 1 word at 3 % on another; a real
+  English meeting looped too). The threshold sits between what was measured with tiny.en
   (``benchmarks/bench_language_check.py``): 14 real English recordings (meetings, readings, spontaneous speech,
-  a phone call) scored at most 0.69, espeak-ng speech in German, French, Spanish, Italian and Dutch at least
-  0.74. The margin is small and no real non-English recording was at hand: it is a heuristic that says
-  "probably not English", never which language, and the window offers "it is English" as the way out.
+  a phone call) scored at most 0.80, espeak-ng speech in German, French, Spanish, Italian and Dutch in three
+  voices each at least 1.01. No real non-English recording was at hand: it is a heuristic that says "probably
+  not English", never which language; it only warns, and the window offers "it is English" as the way out.
 
 A recording the user declared English (``language="en"``) is not checked: that is the way out of a false alarm.
 """
@@ -35,8 +39,10 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16000
 CHECK_SECONDS = 30.0  # what Whisper sees in one window; its own detection uses the same
 MIN_SPEECH_SECONDS = 3.0  # less speech than this says too little to judge (a cough, a name)
-# Between the highest English score (0.69) and the lowest other-language score (0.74) measured; see above.
-NOT_ENGLISH_SCORE = 0.72
+# Between the highest English score (0.80) and the lowest other-language score (1.01) measured; see above.
+NOT_ENGLISH_SCORE = 0.9
+# A reading may not repeat any run of this many tokens (the loop that fakes confidence; see above).
+NO_REPEAT_TOKENS = 3
 # faster-whisper's detection: a language other than English at least this probable is a mismatch.
 DETECTION_THRESHOLD = 0.5
 # Offered when no multilingual model is on disk: the smallest one that transcribes German, French or Spanish
@@ -150,7 +156,8 @@ def english_model_verdict(english_model: Any, speech: np.ndarray) -> LanguageVer
 
     Greedy decoding with every fallback and skip turned off, so that the statistics are those of the model's
     first, unretouched reading of each window (temperature fallback would hide low confidence by resampling,
-    and the no-speech skip would drop exactly the windows that tell).
+    and the no-speech skip would drop exactly the windows that tell); no run of tokens repeated, so that a loop
+    cannot lend its words a confidence the audio never gave.
     """
     seconds = len(speech) / SAMPLE_RATE
     segments, _ = english_model.transcribe(
@@ -164,6 +171,7 @@ def english_model_verdict(english_model: Any, speech: np.ndarray) -> LanguageVer
         log_prob_threshold=None,
         compression_ratio_threshold=None,
         word_timestamps=True,
+        no_repeat_ngram_size=NO_REPEAT_TOKENS,
     )
     segments = list(segments)
     words = [word for segment in segments for word in (segment.words or ())]
