@@ -58,9 +58,7 @@ def test_settings_says_nothing_when_the_keyring_works(qtbot: Any) -> None:
     assert not dialog.speaker_detection.keyring_note.isVisible()
 
 
-def test_storing_a_token_without_a_keyring_says_what_to_install(
-    open_window: Any, qtbot: Any, no_keyring: None
-) -> None:
+def test_storing_a_token_without_a_keyring_says_what_to_install(open_window: Any, qtbot: Any, no_keyring: None) -> None:
     window = open_window(start_worker=False)
     seen = answer_next_question("OK")
     window.apply_settings(window.settings, token="hf_example")
