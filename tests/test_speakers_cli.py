@@ -78,7 +78,7 @@ def test_errors_a_user_meets_are_one_line(tmp_path: Path) -> None:
 def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
     from app.cli.common import job_options_from_args
     from app.cli.main import build_parser
-    from app.core.config.settings import Settings, SettingsStore
+    from app.core.config.settings import JobDefaults, Settings, SettingsStore
     from app.core.queue.worker import pipeline_options
 
     args = build_parser().parse_args(["queue", "add", "talk.wav", "--no-identify"])
@@ -88,5 +88,5 @@ def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
     options = pipeline_options(job_options_from_args(args), None, tmp_path)
     assert options.identify is False and options.speaker_library == str(tmp_path)
     store = SettingsStore(tmp_path)
-    store.save(Settings(identify_speakers=False))
+    store.save(Settings(job=JobDefaults(identify_speakers=False)))
     assert store.load().job_options().identify is False

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QFont
@@ -43,9 +43,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.cloud.offload.session import (
-    BUDGET_KEY,
     DEFAULT_BUDGET_USD,
-    SSH_HOST_KEY,
     BuildOffload,
     ChoiceError,
     EstimateFunction,
@@ -72,6 +70,7 @@ from app.cloud.offload.wording import (
 )
 from app.cloud.pricing.estimate import Estimate, Option, within_budget
 from app.cloud.pricing.report import option_figures
+from app.core.config.settings import OffloadPreferences
 from app.core.queue.jobs import JobOptions, JobStore
 from app.gui.main_thread import deliver_on_main_thread
 
@@ -104,14 +103,14 @@ class OffloadDialog(QDialog):
 
     offload_event = Signal(object)  # OffloadEvent, re-emitted on the main thread after the dialog applied it
     offload_ended = Signal(str)  # the final status, for the window's notification
-    remember = Signal(dict)  # Settings.extra entries to store (the SSH host's fields, the budget)
+    remember = Signal(dict)  # OffloadPreferences fields to store (the SSH host's fields, the budget)
 
     def __init__(
         self,
         store: JobStore,
         job_ids: Sequence[int],
         *,
-        remembered: dict[str, Any] | None = None,
+        preferences: OffloadPreferences | None = None,
         estimate_function: EstimateFunction = default_estimate,
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
@@ -124,7 +123,7 @@ class OffloadDialog(QDialog):
             store, job_ids, estimate_function=estimate_function, rent_factory=rent_factory, ssh_factory=ssh_factory
         )
         self._confirm = confirm
-        remembered = remembered or {}
+        preferences = preferences or OffloadPreferences()
         # For the session's threads: each call runs the slot on the main thread, in the order of the calls.
         self._deliver_prepared = deliver_on_main_thread(self._on_prepared)
         self._deliver_event = deliver_on_main_thread(self._on_event)
@@ -171,7 +170,7 @@ class OffloadDialog(QDialog):
         self._where.addButton(self.rent_choice)
         self._where.addButton(self.ssh_choice)
         self.rent_choice.toggled.connect(self._update_run_button)
-        host = SshHostChoice.remembered(remembered.get(SSH_HOST_KEY))
+        host = SshHostChoice.remembered(preferences.ssh_host)
         self.ssh_url = QLineEdit(host.url)
         self.ssh_url.setPlaceholderText("ssh://user@host:port")
         self.ssh_identity = QLineEdit(host.identity)
@@ -197,7 +196,7 @@ class OffloadDialog(QDialog):
         self.budget.setDecimals(2)
         self.budget.setRange(0.01, 10_000.0)
         self.budget.setSingleStep(1.0)
-        self.budget.setValue(float(remembered.get(BUDGET_KEY) or DEFAULT_BUDGET_USD))
+        self.budget.setValue(float(preferences.budget_usd or DEFAULT_BUDGET_USD))
         self.budget.setToolTip("A rental whose estimate is higher is refused; the remote stops when it is spent")
         self.budget.valueChanged.connect(self._update_run_button)
         self.send_token = QCheckBox("Send my Hugging Face token to this machine for this job")
@@ -421,7 +420,7 @@ class OffloadDialog(QDialog):
                 return
             build = self.session.rent_build(option, options, budget, self.send_token.isChecked())
             where = f"{option.offer.gpu} ({provider_title(option.offer.provider)})"
-        self.remember.emit({BUDGET_KEY: budget})
+        self.remember.emit({"budget_usd": budget})
         self._begin(queued, build, where)
 
     def _ssh_build(self, options: JobOptions) -> BuildOffload | None:
@@ -433,7 +432,7 @@ class OffloadDialog(QDialog):
         except ChoiceError as error:
             self._show_error(str(error))
             return None
-        self.remember.emit({SSH_HOST_KEY: choice.to_remember()})
+        self.remember.emit({"ssh_host": choice.to_remember()})
         return self.session.ssh_build(host, options, self.send_token.isChecked())
 
     def _begin(self, job_ids: list[int], build: BuildOffload, where: str) -> None:

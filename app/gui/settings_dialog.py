@@ -57,7 +57,7 @@ class SettingsDialog(QDialog):
             languages = "multilingual" if entry.multilingual else "English only"
             where = "on disk" if name in on_disk else f"not downloaded ({entry.size_mb:,} MB)"
             self.model.setItemData(index, f"{languages}; {where}", Qt.ItemDataRole.ToolTipRole)
-        self.model.setCurrentText(settings.model or AUTOMATIC)
+        self.model.setCurrentText(settings.job.model or AUTOMATIC)
         self.manage_models = QPushButton("Models…")
         self.manage_models.setToolTip("what is on disk, sizes, languages and speed; download and remove")
         self.manage_models.clicked.connect(lambda: self.open_models(None))
@@ -67,27 +67,27 @@ class SettingsDialog(QDialog):
         model_row.addWidget(self.manage_models)
         self.device = QComboBox()
         self.device.addItems(["auto", "cpu", "cuda"])
-        self.device.setCurrentText(settings.device)
+        self.device.setCurrentText(settings.job.device)
         self.compute_type = QComboBox()
         self.compute_type.addItems(["auto", "int8", "int8_float16", "float16", "int8_float32", "float32"])
-        self.compute_type.setCurrentText(settings.compute_type)
-        self.language = QLineEdit(settings.language or "")
+        self.compute_type.setCurrentText(settings.job.compute_type)
+        self.language = QLineEdit(settings.job.language or "")
         self.language.setPlaceholderText("detect (or a code: en, de, fr …)")
         self.diarize = QCheckBox("Label who speaks (diarization)")
-        self.diarize.setChecked(settings.diarize)
+        self.diarize.setChecked(settings.job.diarize)
         self.identify = QCheckBox("Name known speakers (Edit › Known speakers…)")
-        self.identify.setChecked(settings.identify_speakers)
+        self.identify.setChecked(settings.job.identify_speakers)
         self.diarizer = QComboBox()
         self.diarizer.addItems(["auto", "pyannote", "embedded"])
-        self.diarizer.setCurrentText(settings.diarizer)
-        self.num_speakers = self._speaker_box(settings.num_speakers, "exactly")
-        self.min_speakers = self._speaker_box(settings.min_speakers, "at least")
-        self.max_speakers = self._speaker_box(settings.max_speakers, "at most")
+        self.diarizer.setCurrentText(settings.job.diarizer)
+        self.num_speakers = self._speaker_box(settings.job.num_speakers, "exactly")
+        self.min_speakers = self._speaker_box(settings.job.min_speakers, "at least")
+        self.max_speakers = self._speaker_box(settings.job.max_speakers, "at most")
         speakers = QHBoxLayout()
         for label, box in (("exactly", self.num_speakers), ("min", self.min_speakers), ("max", self.max_speakers)):
             speakers.addWidget(QLabel(label))
             speakers.addWidget(box)
-        self.output_dir = QLineEdit(settings.output_dir or "")
+        self.output_dir = QLineEdit(settings.job.output_dir or "")
         self.output_dir.setPlaceholderText("none: export on request only")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
@@ -97,10 +97,10 @@ class SettingsDialog(QDialog):
         self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
         format_row = QHBoxLayout()
         for fmt, check in self.formats.items():
-            check.setChecked(fmt in settings.formats)
+            check.setChecked(fmt in settings.job.formats)
             format_row.addWidget(check)
 
-        self.speaker_detection = SpeakerDetectionSection(token_stored, settings.diarizer, endpoint)
+        self.speaker_detection = SpeakerDetectionSection(token_stored, settings.job.diarizer, endpoint)
         self.token = self.speaker_detection.token
         self._clear_button = self.speaker_detection.clear_button
         self._clear_button.clicked.connect(self._clear_token)
@@ -178,8 +178,8 @@ class SettingsDialog(QDialog):
 
     def result_settings(self) -> Settings:
         model = self.model.currentText().strip()
-        formats = tuple(fmt for fmt, box in self.formats.items() if box.isChecked()) or self._settings.formats
-        return self._settings.with_changes(
+        formats = tuple(fmt for fmt, box in self.formats.items() if box.isChecked()) or self._settings.job.formats
+        return self._settings.with_job(
             model=None if model in ("", AUTOMATIC) else model,
             device=self.device.currentText(),
             compute_type=self.compute_type.currentText(),

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cloud.offload.session import BUDGET_KEY, SSH_HOST_KEY
 from app.core.config.settings import Settings, SettingsStore
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
@@ -155,12 +154,12 @@ class MainWindow(QMainWindow):
         self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
         self.dictation_panel.set_output_mode(
             "copy"
-            if self.settings.dictation_output == "copy"
-            else ("type" if self.settings.dictation_output == "type" else None)
+            if self.settings.dictation.output == "copy"
+            else ("type" if self.settings.dictation.output == "type" else None)
         )
-        if self.settings.dictation_hotkey:
+        if self.settings.dictation.hotkey:
             problem = self.dictation_panel.set_hotkey(
-                self.settings.dictation_hotkey, "push" if self.settings.dictation_hotkey_mode == "push" else "toggle"
+                self.settings.dictation.hotkey, "push" if self.settings.dictation.hotkey_mode == "push" else "toggle"
             )
             if problem:
                 self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
@@ -374,7 +373,10 @@ class MainWindow(QMainWindow):
     def choose_files(self) -> None:
         patterns = " ".join(f"*{ext}" for ext in sorted(MEDIA_EXTENSIONS))
         files, _ = QFileDialog.getOpenFileNames(
-            self, "Add audio or video", self.settings.last_folder or "", f"Audio and video ({patterns});;All files (*)"
+            self,
+            "Add audio or video",
+            self.settings.window.last_folder or "",
+            f"Audio and video ({patterns});;All files (*)",
         )
         if files:
             self._remember_folder(Path(files[0]).parent)
@@ -382,14 +384,14 @@ class MainWindow(QMainWindow):
 
     def choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(
-            self, "Add every audio or video file in", self.settings.last_folder or ""
+            self, "Add every audio or video file in", self.settings.window.last_folder or ""
         )
         if folder:
             self._remember_folder(Path(folder))
             self.add_paths([Path(folder)])
 
     def _remember_folder(self, folder: Path) -> None:
-        self.settings = self.settings.with_changes(last_folder=str(folder))
+        self.settings = self.settings.with_window(last_folder=str(folder))
 
     def selected_job_id(self) -> int | None:
         index = self.table.selectionModel().currentIndex()
@@ -460,7 +462,7 @@ class MainWindow(QMainWindow):
 
     def open_models(self, download: str | None = None) -> ModelsDialog:
         """The model manager; with ``download``, that model's download starts at once."""
-        dialog = ModelsDialog(self, select=download or self.settings.model)
+        dialog = ModelsDialog(self, select=download or self.settings.job.model)
         if download is not None:
             dialog.download(download)
         dialog.open()
@@ -521,7 +523,7 @@ class MainWindow(QMainWindow):
         if not ids:
             self.statusBar().showMessage("Select queued jobs to offload.", 5000)
             return None
-        dialog = OffloadDialog(self.store, ids, remembered=self.settings.extra, parent=self)
+        dialog = OffloadDialog(self.store, ids, preferences=self.settings.offload, parent=self)
         dialog.remember.connect(self._remember_offload_choice)
         dialog.offload_ended.connect(self._offload_ended)
         dialog.finished.connect(lambda _result: self._forget_offload_dialog(dialog))
@@ -529,9 +531,8 @@ class MainWindow(QMainWindow):
         dialog.show()
         return dialog
 
-    def _remember_offload_choice(self, values: dict[str, object]) -> None:
-        extra = {**self.settings.extra, **{key: values[key] for key in (SSH_HOST_KEY, BUDGET_KEY) if key in values}}
-        self.settings = self.settings.with_changes(extra=extra)
+    def _remember_offload_choice(self, changes: dict[str, object]) -> None:
+        self.settings = self.settings.with_offload(**changes)
         self.settings_store.save(self._with_window_state(self.settings))
 
     def _offload_ended(self, text: str) -> None:
@@ -669,9 +670,11 @@ class MainWindow(QMainWindow):
         if job_id is None or self.store.get(job_id).state is not JobState.DONE:
             self.statusBar().showMessage("Select a finished job to export.", 5000)
             return
-        chosen = formats if isinstance(formats, tuple) else self.settings.formats
+        chosen = formats if isinstance(formats, tuple) else self.settings.job.formats
         folder = QFileDialog.getExistingDirectory(
-            self, f"Export {', '.join(chosen)} to", self.settings.output_dir or self.settings.last_folder or ""
+            self,
+            f"Export {', '.join(chosen)} to",
+            self.settings.job.output_dir or self.settings.window.last_folder or "",
         )
         if not folder:
             return
@@ -694,15 +697,13 @@ class MainWindow(QMainWindow):
         self.dictation_panel.toggle()
 
     def _dictation_desktop_changed(self, output: str | None, hotkey: str | None, mode: str) -> None:
-        self.settings = self.settings.with_changes(
-            dictation_output=output, dictation_hotkey=hotkey, dictation_hotkey_mode=mode
-        )
+        self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
         self.settings_store.save(self._with_window_state(self.settings))
 
     def dictation_directory(self) -> Path:
         """Where saved dictations go: the output folder when one is set, else beside the queue's data."""
-        if self.settings.output_dir:
-            return Path(self.settings.output_dir)
+        if self.settings.job.output_dir:
+            return Path(self.settings.job.output_dir)
         return self.store.directory / "dictations"
 
     def _dictation_saved(self, saved: SavedDictation) -> None:
@@ -744,22 +745,22 @@ class MainWindow(QMainWindow):
             show_error(self, "Keyring unavailable", f"The token could not be stored in the system keyring. {detail}")
 
     def _with_window_state(self, settings: Settings) -> Settings:
-        return settings.with_changes(
-            window_geometry=encode_state(self.saveGeometry()),
-            window_state=encode_state(self.saveState()),
-            splitter_state=encode_state(self.splitter.saveState()),
+        return settings.with_window(
+            geometry=encode_state(self.saveGeometry()),
+            state=encode_state(self.saveState()),
+            splitter=encode_state(self.splitter.saveState()),
         )
 
     def _restore_state(self) -> None:
-        geometry = decode_state(self.settings.window_geometry)
+        geometry = decode_state(self.settings.window.geometry)
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1200, 720)
-        state = decode_state(self.settings.window_state)
+        state = decode_state(self.settings.window.state)
         if state is None or not self.restoreState(state):
             # First start: the GPU panel gets a fifth of the height, the queue and the transcript the rest
             # (at 800x600 its own size hint would take a third of a small window).
             self.resizeDocks([self.gpu_dock], [max(90, self.height() // 5)], Qt.Orientation.Vertical)
-        splitter = decode_state(self.settings.splitter_state)
+        splitter = decode_state(self.settings.window.splitter)
         if splitter is not None:
             self.splitter.restoreState(splitter)
 

@@ -16,7 +16,6 @@ import soundfile
 
 from app.cloud.offload.base import OffloadEvent, RemoteSetup, Teardown
 from app.cloud.offload.session import (
-    SSH_HOST_KEY,
     BuildOffload,
     ChoiceError,
     Conclusion,
@@ -171,7 +170,6 @@ def test_the_ssh_host_check_says_what_is_wrong(tmp_path: Path) -> None:
     # What is remembered is what was typed, trimmed, and it comes back as the same choice.
     assert SshHostChoice.remembered(typed.to_remember()).to_remember() == typed.to_remember()
     assert SshHostChoice.remembered(None) == SshHostChoice("", "", "~/.ssh/known_hosts", "scriba")
-    assert SSH_HOST_KEY == "offload_ssh_host"  # the settings entry earlier versions wrote
 
 
 @pytest.mark.unit

@@ -274,7 +274,7 @@ def test_two_runs_saved_from_the_window_become_one_done_job(open_window, qtbot, 
     qtbot.waitUntil(lambda: window.transcript_view.job_id == job.id, timeout=5000)
 
     # With an output folder set, dictations are kept there instead.
-    window.settings = window.settings.with_changes(output_dir=str(window.store.directory.parent / "out"))
+    window.settings = window.settings.with_job(output_dir=str(window.store.directory.parent / "out"))
     assert window.dictation_directory() == window.store.directory.parent / "out"
 
 

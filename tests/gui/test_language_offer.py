@@ -65,7 +65,7 @@ def test_it_is_english_queues_the_job_again_declared_english(open_window: Any, q
     offer.english_button.click()
     qtbot.waitUntil(lambda: window.store.get(job_id).state is JobState.DONE, timeout=LONG_WAIT)
     job = window.store.get(job_id)
-    assert job.options.language == "en" and window.settings.language == "de"  # this job only
+    assert job.options.language == "en" and window.settings.job.language == "de"  # this job only
 
 
 def test_download_the_offered_model_then_the_job_runs_with_it(

@@ -23,7 +23,7 @@ from app.cloud.offload.base import OffloadConfig, OffloadEvent, OffloadTiming
 from app.cloud.offload.launch import ledger_for
 from app.cloud.offload.ledger import LaunchState, Ledger, Owner
 from app.cloud.offload.run import Offload
-from app.cloud.offload.session import SSH_HOST_KEY, RentFactory, why_not_rentable
+from app.cloud.offload.session import RentFactory, why_not_rentable
 from app.cloud.pricing.estimate import LOCAL_PROVIDER
 from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
@@ -300,7 +300,8 @@ def test_run_on_my_ssh_host_end_to_end(
     assert not dialog.run_button.isEnabled() and dialog.run_button.toolTip() == "These jobs are no longer queued"
     assert open_ledger_entries(window.store.directory) == []
     # The host's fields (never a secret) are remembered for the next time.
-    remembered = SettingsStore(tmp_path / "config").load().extra[SSH_HOST_KEY]
+    remembered = SettingsStore(tmp_path / "config").load().offload.ssh_host
+    assert remembered is not None
     assert remembered["url"] == sshd.url and remembered["command"] == remote_command(tmp_path)
     # The window's poll shows the finished rows without being told.
     qtbot.waitUntil(lambda: [job.state for job in window.model.jobs] == [JobState.DONE, JobState.DONE], timeout=10_000)

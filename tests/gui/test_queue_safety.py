@@ -109,7 +109,7 @@ def test_retry_of_a_finished_job_asks_uses_the_current_settings_and_keeps_the_ol
 ) -> None:
     window, job = window_with_a_finished_job(open_window, qtbot, sample_dir, call_transcript)
     assert job.options.model is None
-    window.apply_settings(window.settings.with_changes(model="base.en", language="de"))
+    window.apply_settings(window.settings.with_job(model="base.en", language="de"))
 
     focus_queue(window, qtbot)
     seen = answer_next_question("Cancel")

@@ -40,10 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Remembered in the window's settings: where the user's own host is and how Scriba runs there (never a secret:
-# the identity is a path to a key file, not the key), and the last budget.
-SSH_HOST_KEY = "offload_ssh_host"
-BUDGET_KEY = "offload_budget_usd"
 DEFAULT_BUDGET_USD = 5.0
 DEFAULT_REMOTE_COMMAND = "scriba"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -277,7 +273,7 @@ class SshHostChoice:
 
     @classmethod
     def remembered(cls, entry: Any) -> SshHostChoice:
-        """From the remembered settings entry (:data:`SSH_HOST_KEY`), with the defaults filled in."""
+        """From the remembered entry (``OffloadPreferences.ssh_host``), with the defaults filled in."""
         host = entry if isinstance(entry, dict) else {}
         return cls(
             url=str(host.get("url", "")),

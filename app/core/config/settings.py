@@ -1,5 +1,8 @@
 """User settings: declared once here, with types and defaults; stored as JSON under the config folder.
 
+Four parts, each changed by a different part of the program: :class:`JobDefaults`, :class:`WindowState`,
+:class:`DictationPreferences` and :class:`OffloadPreferences`.
+
 Secrets never live here (the Hugging Face token is in the keyring, see :mod:`app.core.secrets`). The file
 carries a version; :data:`_UPGRADES` turns an older file into the current shape, and a value of the wrong
 type falls back to its default instead of stopping the program from starting.
@@ -24,12 +27,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SETTINGS_VERSION = 1
+SETTINGS_VERSION = 2
 SETTINGS_FILE = "settings.json"
 
 
 @dataclass(frozen=True)
-class Settings:
+class JobDefaults:
+    """What a job added from the window is given (Settings' "Transcription" and "Speakers" parts)."""
+
     model: str | None = None  # None: the best model on disk
     device: Device = "auto"
     compute_type: str = "auto"
@@ -42,17 +47,6 @@ class Settings:
     max_speakers: int | None = None
     formats: tuple[str, ...] = FORMATS
     output_dir: str | None = None  # None: exports only on request
-    # Window state, opaque to the core (Qt's saveGeometry/saveState, base64).
-    window_geometry: str | None = None
-    window_state: str | None = None
-    splitter_state: str | None = None
-    last_folder: str | None = None
-    # Dictation into other programs: "type" or "copy" besides the panel (None: the panel only), and the global
-    # hotkey ("ctrl+alt+d"; None: none) with its mode, "toggle" or "push" (push-to-talk).
-    dictation_output: str | None = None
-    dictation_hotkey: str | None = None
-    dictation_hotkey_mode: str = "toggle"
-    extra: dict[str, Any] = field(default_factory=dict)  # keys written by a newer Scriba, kept on save
 
     def job_options(self) -> JobOptions:
         return JobOptions(
@@ -70,8 +64,71 @@ class Settings:
             output_dir=self.output_dir,
         )
 
-    def with_changes(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
+
+@dataclass(frozen=True)
+class WindowState:
+    """Where the window was left: opaque to the core (Qt's saveGeometry/saveState, base64), and the last folder."""
+
+    geometry: str | None = None
+    state: str | None = None
+    splitter: str | None = None
+    last_folder: str | None = None
+
+
+@dataclass(frozen=True)
+class DictationPreferences:
+    """Dictation into other programs: "type" or "copy" besides the panel (None: the panel only), and the global
+    hotkey ("ctrl+alt+d"; None: none) with its mode, "toggle" or "push" (push-to-talk)."""
+
+    output: str | None = None
+    hotkey: str | None = None
+    hotkey_mode: str = "toggle"
+
+
+@dataclass(frozen=True)
+class OffloadPreferences:
+    """The offload dialog's last choices. Never a secret: the SSH identity is a key file's path, not the key."""
+
+    ssh_host: dict[str, str] | None = None  # url, identity, known_hosts, command, as typed
+    budget_usd: float | None = None
+
+
+Section = JobDefaults | WindowState | DictationPreferences | OffloadPreferences
+SECTIONS: dict[str, type[Section]] = {
+    "job": JobDefaults,
+    "window": WindowState,
+    "dictation": DictationPreferences,
+    "offload": OffloadPreferences,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the user set, in four parts that change for different reasons: job defaults (Settings
+    dialog), window state (every close), dictation preferences (the dictation panel) and offload preferences
+    (the offload dialog)."""
+
+    job: JobDefaults = field(default_factory=JobDefaults)
+    window: WindowState = field(default_factory=WindowState)
+    dictation: DictationPreferences = field(default_factory=DictationPreferences)
+    offload: OffloadPreferences = field(default_factory=OffloadPreferences)
+    # Keys written by a newer Scriba, kept on save: top-level ones, and each part's under that part's name.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def job_options(self) -> JobOptions:
+        return self.job.job_options()
+
+    def with_job(self, **changes: Any) -> Settings:
+        return replace(self, job=replace(self.job, **changes))
+
+    def with_window(self, **changes: Any) -> Settings:
+        return replace(self, window=replace(self.window, **changes))
+
+    def with_dictation(self, **changes: Any) -> Settings:
+        return replace(self, dictation=replace(self.dictation, **changes))
+
+    def with_offload(self, **changes: Any) -> Settings:
+        return replace(self, offload=replace(self.offload, **changes))
 
 
 def _upgrade_from_0(data: dict[str, Any]) -> dict[str, Any]:
@@ -81,38 +138,69 @@ def _upgrade_from_0(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_from_0}
+# Version 1 was flat; the offload dialog's choices lived in "extra" under these names.
+_FLAT_TO_PARTS = {
+    **{name: ("job", name) for name in (item.name for item in fields(JobDefaults))},
+    "window_geometry": ("window", "geometry"),
+    "window_state": ("window", "state"),
+    "splitter_state": ("window", "splitter"),
+    "last_folder": ("window", "last_folder"),
+    "dictation_output": ("dictation", "output"),
+    "dictation_hotkey": ("dictation", "hotkey"),
+    "dictation_hotkey_mode": ("dictation", "hotkey_mode"),
+}
+_EXTRA_TO_PARTS = {"offload_ssh_host": ("offload", "ssh_host"), "offload_budget_usd": ("offload", "budget_usd")}
 
 
-def _check_type(name: str, value: Any, default: Any) -> bool:
+def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
+    parts: dict[str, Any] = {name: {} for name in SECTIONS}
+    stored_extra = data.pop("extra", None)
+    extra = dict(stored_extra) if isinstance(stored_extra, dict) else {}
+    for key, value in data.items():
+        if key in _FLAT_TO_PARTS:
+            part, name = _FLAT_TO_PARTS[key]
+            parts[part][name] = value
+        else:
+            extra[key] = value
+    for key, (part, name) in _EXTRA_TO_PARTS.items():
+        if key in extra:
+            parts[part][name] = extra.pop(key)
+    return {**parts, "extra": extra}
+
+
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_from_0, 1: _upgrade_from_1}
+
+
+def _valid(name: str, value: Any, default: Any) -> bool:
     if value is None:
-        return name in _OPTIONAL
+        return default is None  # only what may be unset may be None
     if isinstance(default, bool) or name == "diarize":
         return isinstance(value, bool)
     if name.endswith("_speakers"):
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
     if name == "formats":
         return isinstance(value, list | tuple) and bool(value) and all(item in FORMATS for item in value)
-    if name == "extra":
-        return isinstance(value, dict)
+    if name == "budget_usd":
+        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if name == "ssh_host":
+        return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
     return isinstance(value, str)
 
 
-_DEFAULTS = Settings()
-_OPTIONAL = {
-    "model",
-    "language",
-    "num_speakers",
-    "min_speakers",
-    "max_speakers",
-    "output_dir",
-    "window_geometry",
-    "window_state",
-    "splitter_state",
-    "last_folder",
-    "dictation_output",
-    "dictation_hotkey",
-}
+def _section_from_dict(kind: type[Section], data: Any, kept: dict[str, Any]) -> Section:
+    defaults = kind()
+    values: dict[str, Any] = {}
+    known = {item.name for item in fields(kind)}
+    for key, value in (data if isinstance(data, dict) else {}).items():
+        if key not in known:
+            kept[key] = value
+            continue
+        default = getattr(defaults, key)
+        if _valid(key, value, default):
+            values[key] = tuple(value) if key == "formats" else value
+        else:
+            log.warning("setting %s has an invalid value %r; using the default %r", key, value, default)
+    return kind(**values)
 
 
 def settings_from_dict(data: dict[str, Any]) -> Settings:
@@ -120,28 +208,29 @@ def settings_from_dict(data: dict[str, Any]) -> Settings:
     while version < SETTINGS_VERSION:
         data = _UPGRADES[version](data)
         version += 1
-    known = {item.name for item in fields(Settings)}
-    values: dict[str, Any] = {}
-    extra = dict(data.get("extra") or {})
+    extra = dict(data.get("extra") or {}) if isinstance(data.get("extra"), dict) else {}
     for key, value in data.items():
-        if key == "extra":
-            continue
-        if key not in known:
+        if key not in SECTIONS and key != "extra":
             extra[key] = value
-            continue
-        default = getattr(_DEFAULTS, key)
-        if _check_type(key, value, default):
-            values[key] = tuple(value) if key == "formats" else value
-        else:
-            log.warning("setting %s has an invalid value %r; using the default %r", key, value, default)
-    return Settings(**values, extra=extra)
+    parts: dict[str, Any] = {}
+    for name, kind in SECTIONS.items():
+        kept: dict[str, Any] = {}
+        parts[name] = _section_from_dict(kind, data.get(name), kept)
+        if kept:
+            earlier = extra.get(name)
+            extra[name] = {**(earlier if isinstance(earlier, dict) else {}), **kept}
+    return Settings(**parts, extra=extra)
 
 
 def settings_to_dict(settings: Settings) -> dict[str, Any]:
-    data = asdict(settings)
-    data["formats"] = list(settings.formats)
-    extra = data.pop("extra")
-    return {"version": SETTINGS_VERSION, **data, "extra": extra}
+    extra = dict(settings.extra)
+    result: dict[str, Any] = {"version": SETTINGS_VERSION}
+    for name in SECTIONS:
+        part = asdict(getattr(settings, name))
+        kept = extra.pop(name, None)
+        result[name] = {**(kept if isinstance(kept, dict) else {}), **part}
+    result["job"]["formats"] = list(settings.job.formats)
+    return {**result, "extra": extra}
 
 
 class SettingsStore:

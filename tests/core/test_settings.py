@@ -1,0 +1,85 @@
+"""Settings in four parts (job defaults, window state, dictation, offload), read from every earlier file shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.core.config.settings import (
+    DictationPreferences,
+    JobDefaults,
+    OffloadPreferences,
+    Settings,
+    SettingsStore,
+    WindowState,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_flat_version_1_file_is_read_into_its_parts(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    host = {"url": "ssh://me@gpu-box", "identity": "", "known_hosts": "~/.ssh/known_hosts", "command": "scriba"}
+    version_1 = {
+        "version": 1,
+        "model": "base.en",
+        "language": "en",
+        "num_speakers": 3,
+        "formats": ["txt", "json"],
+        "window_geometry": "AAAA",
+        "splitter_state": "BBBB",
+        "last_folder": "/home/me/interviews",
+        "dictation_output": "type",
+        "dictation_hotkey": "ctrl+alt+d",
+        "dictation_hotkey_mode": "push",
+        "extra": {"offload_ssh_host": host, "offload_budget_usd": 12.5, "from_the_future": [1]},
+    }
+    store.path.write_text(json.dumps(version_1))
+    loaded = store.load()
+    assert loaded.job == JobDefaults(model="base.en", language="en", num_speakers=3, formats=("txt", "json"))
+    assert loaded.window == WindowState(geometry="AAAA", splitter="BBBB", last_folder="/home/me/interviews")
+    assert loaded.dictation == DictationPreferences(output="type", hotkey="ctrl+alt+d", hotkey_mode="push")
+    assert loaded.offload == OffloadPreferences(ssh_host=host, budget_usd=12.5)
+    assert loaded.extra == {"from_the_future": [1]}  # what this version does not know is kept, not dropped
+    store.save(loaded)
+    saved = json.loads(store.path.read_text())
+    assert saved["version"] == 2 and saved["job"]["model"] == "base.en" and saved["offload"]["budget_usd"] == 12.5
+    assert store.load() == loaded
+
+
+def test_each_part_changes_alone_and_round_trips(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    settings = (
+        Settings()
+        .with_job(model="small", diarize=False, max_speakers=4)
+        .with_window(last_folder="/data")
+        .with_dictation(hotkey="ctrl+alt+space")
+        .with_offload(budget_usd=3.0)
+    )
+    assert settings.job_options().model == "small" and settings.job_options().max_speakers == 4
+    assert settings.window.geometry is None and settings.dictation.hotkey_mode == "toggle"
+    store.save(settings)
+    assert store.load() == settings
+
+
+def test_a_newer_scribas_keys_and_bad_values(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    newer = {
+        "version": 2,
+        "job": {"model": "tiny.en", "diarize": "yes", "min_speakers": 0, "prompt": "Acme, Scriba"},
+        "window": {"last_folder": 7},
+        "offload": {"budget_usd": -1, "ssh_host": {"url": 5}},
+        "sync": {"enabled": True},
+    }
+    store.path.write_text(json.dumps(newer))
+    loaded = store.load()
+    # A wrong type falls back to the default rather than stopping the start.
+    assert loaded.job == JobDefaults(model="tiny.en")
+    assert loaded.window == WindowState() and loaded.offload == OffloadPreferences()
+    assert loaded.extra == {"job": {"prompt": "Acme, Scriba"}, "sync": {"enabled": True}}
+    store.save(loaded)
+    saved = json.loads(store.path.read_text())
+    assert saved["job"]["prompt"] == "Acme, Scriba"  # put back where the newer version looks for it
+    assert saved["extra"] == {"sync": {"enabled": True}}
