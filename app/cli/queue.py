@@ -105,7 +105,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
             return ExitCode.FAILED if result.failures else ExitCode.OK
     except (JobNotFoundError, JobStateError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
-        return ExitCode.FAILED
+        return error.exit_code
     finally:
         store.close()
     return ExitCode.USAGE

@@ -37,6 +37,16 @@ def test_every_error_written_for_a_user_has_one_root_and_an_exit_code() -> None:
         assert issubclass(kind, ScribaError), kind
     for kind in (TransportError, HostKeyError, MediaError):
         assert issubclass(kind, ScribaError), kind
+    from app.cloud.offload.ledger import LedgerEntryNotFound, LedgerStateError
+    from app.core.queue.jobs import JobNotFoundError, JobStateError
+    from app.core.queue.sqlite_db import NewerFileError
+
+    for kind in (JobNotFoundError, JobStateError, NewerFileError, LedgerEntryNotFound, LedgerStateError):
+        assert issubclass(kind, ScribaError), kind
+    assert JobNotFoundError(7).exit_code is ExitCode.FAILED and "scriba queue list" in str(JobNotFoundError(7))
+    # Still caught where a lookup or a state error was caught before they had one root.
+    assert issubclass(JobNotFoundError, LookupError) and issubclass(JobStateError, RuntimeError)
+    assert issubclass(NewerFileError, RuntimeError)
     assert issubclass(PriceTableError, ValueError), "still caught where a bad value is"
     assert OffloadError("x").exit_code is ExitCode.FAILED
     assert UsageError("x").exit_code is ExitCode.USAGE

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from app.cloud.providers.base import LABEL_PREFIX, Provider, ProviderError
 from app.cloud.types import Offer
+from app.core.errors import ScribaError
 from app.core.queue.sqlite_db import SqliteDatabase, process_started_at
 from app.core.queue.sqlite_db import owner_alive as process_alive
 
@@ -127,13 +128,13 @@ class SweepResult:
     message: str
 
 
-class LedgerEntryNotFound(LookupError):
+class LedgerEntryNotFound(ScribaError, LookupError):
     def __init__(self, ledger_id: int) -> None:
         super().__init__(f"no entry {ledger_id} in the cloud ledger")
         self.ledger_id = ledger_id
 
 
-class LedgerStateError(RuntimeError):
+class LedgerStateError(ScribaError, RuntimeError):
     """A change that would hide a machine (closing an entry that has an instance id as "never launched")."""
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from app.core.engine.audio import MEDIA_EXTENSIONS
 from app.core.engine.export import FORMATS, write_atomic
 from app.core.engine.transcript import PARTIAL_PREFIX, Transcript
+from app.core.errors import ScribaError
 from app.core.queue.sqlite_db import (
     SqliteDatabase,
     is_corruption,
@@ -159,13 +160,16 @@ class Job:
         }
 
 
-class JobNotFoundError(LookupError):
+class JobNotFoundError(ScribaError, LookupError):
+    """A job id the queue does not hold: the user named it (CLI) or it was removed meanwhile (window). Exits
+    FAILED, as it did before it had a root: scripts test the number."""
+
     def __init__(self, job_id: int) -> None:
         super().__init__(f"no job {job_id} in the queue (`scriba queue list` shows the ids)")
         self.job_id = job_id
 
 
-class JobStateError(RuntimeError):
+class JobStateError(ScribaError, RuntimeError):
     """An action that does not apply to the job's current state (retry a running job, …)."""
 
 

@@ -17,6 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from app.core.errors import ScribaError
+
+
+class NewerFileError(ScribaError, RuntimeError):
+    """A queue or ledger file written by a newer Scriba: refused rather than misread."""
+
+
 T = TypeVar("T", bound="SqliteDatabase")
 
 
@@ -53,7 +60,7 @@ class SqliteDatabase:
         with self._transaction():
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > schema_version:
-                raise RuntimeError(
+                raise NewerFileError(
                     f"{path} was written by a newer Scriba ({what} schema {version}); update Scriba to open it"
                 )
             if version:  # 0: a new file, which the schema creates at the current version
