@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -23,15 +23,9 @@ from PySide6.QtWidgets import (
 from app.core.cancel import CancelToken
 from app.core.engine.models import CATALOG, SPEED_SOURCE, installed_models, relative_speed
 from app.gui.job_safety import ask_first
+from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
 
 COLUMNS = ("Model", "Languages", "Size", "Speed", "On disk")
-
-
-class _DownloadSignals(QObject):
-    progress = Signal(int, int)  # kB done, kB in all (Qt's int is 32-bit)
-    failed = Signal(str)
-    cancelled = Signal()
-    done = Signal(str)  # the model's name
 
 
 class ModelsDialog(QDialog):
@@ -53,11 +47,7 @@ class ModelsDialog(QDialog):
         self._thread: threading.Thread | None = None
         self._cancel = CancelToken()
         self._downloading: str | None = None
-        self.signals = _DownloadSignals(self)
-        self.signals.progress.connect(self._on_progress)
-        self.signals.failed.connect(self._on_failed)
-        self.signals.cancelled.connect(self._on_cancelled)
-        self.signals.done.connect(self._on_done)
+        self._deliver_progress = deliver_on_main_thread(self._on_progress)
 
         intro = QLabel(
             "Models ending in <b>.en</b> transcribe English only; the others transcribe about 100 languages. "
@@ -151,36 +141,28 @@ class ModelsDialog(QDialog):
         if name is None or self._downloading is not None:
             return
         self._downloading = name
-        self._cancel = CancelToken()
+        self._cancel = cancel = CancelToken()
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)  # busy until the size is known
         self.status.setText(f"Downloading {name} ({CATALOG[name].size_mb:,} MB)…")
-        self._thread = threading.Thread(
-            target=self._work, args=(name, self._cancel), name="model-download", daemon=True
+        self._thread = run_off_main_thread(
+            lambda: self._work(name, cancel), self._on_done, self._on_error, name="model-download"
         )
-        self._thread.start()
         self.refresh()
 
-    def _work(self, name: str, cancel: CancelToken) -> None:
+    def _work(self, name: str, cancel: CancelToken) -> str:
+        """On the download thread: the model's name once it is on disk."""
         from app.core.engine.models import download_model
-        from app.core.errors import CancelledError, ScribaError
 
-        try:
-            download_model(
-                name,
-                cache=self._cache,
-                progress=lambda done, total: self.signals.progress.emit(done // 1024, total // 1024),
-                cancel=cancel,
-                endpoint=self._endpoint,
-            )
-        except CancelledError:
-            self.signals.cancelled.emit()
-        except ScribaError as error:
-            self.signals.failed.emit(str(error))
-        except Exception as error:  # shown in the dialog, never a traceback
-            self.signals.failed.emit(f"{type(error).__name__}: {error}")
-        else:
-            self.signals.done.emit(name)
+        report = self._deliver_progress
+        download_model(
+            name,
+            cache=self._cache,
+            progress=lambda done, total: report((done // 1024, total // 1024)),
+            cancel=cancel,
+            endpoint=self._endpoint,
+        )
+        return name
 
     def cancel(self) -> None:
         """Stop the download; what arrived is kept, and the next download of the model continues from it."""
@@ -213,16 +195,21 @@ class ModelsDialog(QDialog):
         self.status.setText(text)
         self.refresh()
 
-    def _on_progress(self, done_kb: int, total_kb: int) -> None:
+    def _on_progress(self, sizes: tuple[int, int]) -> None:
+        done_kb, total_kb = sizes  # kB: a progress bar's range is a 32-bit int
         self.progress.setRange(0, max(total_kb, 1))
         self.progress.setValue(done_kb)
         self.status.setText(f"Downloading {self._downloading}: {done_kb / 1024:.1f} of {total_kb / 1024:.1f} MB")
 
-    def _on_failed(self, message: str) -> None:
-        self._finish(f"<b>Not downloaded:</b> {message}")
+    def _on_error(self, error: Exception) -> None:
+        from app.core.errors import CancelledError, ScribaError
 
-    def _on_cancelled(self) -> None:
-        self._finish("Download cancelled; what arrived is kept, and Download continues from there.")
+        if isinstance(error, CancelledError):
+            self._finish("Download cancelled; what arrived is kept, and Download continues from there.")
+        elif isinstance(error, ScribaError):
+            self._finish(f"<b>Not downloaded:</b> {error}")
+        else:  # shown in the dialog, never a traceback
+            self._finish(f"<b>Not downloaded:</b> {type(error).__name__}: {error}")
 
     def _on_done(self, name: str) -> None:
         self._finish(f"{name} is downloaded and ready.")

@@ -129,7 +129,7 @@ def test_choosing_a_model_not_on_disk_offers_the_download(
         pass
     with qtbot.waitSignal(dialog.accepted, timeout=5_000):
         manager.accept()
-    assert dialog.result_settings().model == SERVED
+    assert dialog.result_settings().job.model == SERVED
     assert models.resolve_model(SERVED, cache=tmp_path).origin == "cache"
 
 
