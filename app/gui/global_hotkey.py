@@ -3,14 +3,10 @@ main thread (the listener calls back on its own thread; a queued emission carrie
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.core.desktop.x11_hotkey import X11GlobalHotkey, check_hotkey_support, parse_hotkey
-
-
-class _Relay(QObject):
-    pressed = Signal()
-    released = Signal()
+from app.gui.main_thread import deliver_on_main_thread
 
 
 class GlobalHotkey(QObject):
@@ -24,11 +20,16 @@ class GlobalHotkey(QObject):
         super().__init__(parent)
         check_hotkey_support()
         self.hotkey = parse_hotkey(keys)
-        # Parentless and owned here: the listener thread emits on it, and Qt queues to this object's thread.
-        self._relay = _Relay()
-        self._relay.pressed.connect(self.pressed, Qt.ConnectionType.QueuedConnection)
-        self._relay.released.connect(self.released, Qt.ConnectionType.QueuedConnection)
-        self._listener = X11GlobalHotkey(self.hotkey, self._relay.pressed.emit, self._relay.released.emit)
+        # The listener calls back on its own thread; these carry each call to the main thread, in order.
+        press = deliver_on_main_thread(self._on_press)
+        release = deliver_on_main_thread(self._on_release)
+        self._listener = X11GlobalHotkey(self.hotkey, lambda: press(None), lambda: release(None))
+
+    def _on_press(self, _nothing: None) -> None:
+        self.pressed.emit()
+
+    def _on_release(self, _nothing: None) -> None:
+        self.released.emit()
 
     def start(self) -> None:
         self._listener.start()

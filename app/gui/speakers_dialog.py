@@ -6,10 +6,11 @@ Enrollment decodes the job's audio and runs the speaker encoder, so it runs on a
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.core.engine.speakers import RECOMMENDED_SPEECH_S, SpeakerLibrary
 from app.core.errors import ScribaError
 from app.gui.error_dialog import show_error
+from app.gui.main_thread import run_off_main_thread
 
 if TYPE_CHECKING:
     from app.gui.window import MainWindow
@@ -156,51 +158,28 @@ class SpeakersDialog(QDialog):
             self.forget(names)
 
 
-class RememberSpeaker(QThread):
-    """Enrolls one diarized speaker of a finished job from that speaker's turns in the job's audio."""
+def enroll_speaker(
+    library_dir: Path, name: str, source: Path, turns: list[tuple[float, float, str]], speaker: str
+) -> str:
+    """Enroll one diarized speaker of a finished job from that speaker's turns in the job's audio (seconds of
+    work: run it off the main thread); a sentence for the status bar."""
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.diarize.encoder import SpeakerEncoder
+    from app.core.engine.speakers import enroll_from_turns
 
-    done = Signal(str)  # a sentence for the status bar
-    failed = Signal(str)  # the error, one line
-
-    def __init__(
-        self,
-        library_dir: Path,
-        name: str,
-        source: Path,
-        turns: list[tuple[float, float, str]],
-        speaker: str,
-        parent: QWidget | None = None,
-    ) -> None:
-        super().__init__(parent)
-        self.library_dir, self.name, self.source, self.turns, self.speaker = library_dir, name, source, turns, speaker
-
-    def run(self) -> None:
-        from app.core.engine.audio import decode_audio
-        from app.core.engine.diarize.encoder import SpeakerEncoder
-        from app.core.engine.speakers import enroll_from_turns
-
-        try:
-            library = SpeakerLibrary.load(self.library_dir)
-            audio = decode_audio(self.source)
-            known = enroll_from_turns(library, self.name, SpeakerEncoder(), audio, self.turns, self.speaker)
-        except ScribaError as error:
-            self.failed.emit(str(error))
-            return
-        except Exception as error:  # an unexpected failure must reach the user as a dialog, not kill the thread
-            self.failed.emit(f"{type(error).__name__}: {error}")
-            return
-        advice = (
-            ""
-            if known.seconds >= RECOMMENDED_SPEECH_S
-            else " Remember more of their speech to recognise them reliably."
-        )
-        self.done.emit(
-            f"Scriba will name {known.name} in new transcripts ({len(known.samples)} sample(s), "
-            f"{known.seconds:.1f} s of speech).{advice}"
-        )
+    library = SpeakerLibrary.load(library_dir)
+    audio = decode_audio(source)
+    known = enroll_from_turns(library, name, SpeakerEncoder(), audio, turns, speaker)
+    advice = (
+        "" if known.seconds >= RECOMMENDED_SPEECH_S else " Remember more of their speech to recognise them reliably."
+    )
+    return (
+        f"Scriba will name {known.name} in new transcripts ({len(known.samples)} sample(s), "
+        f"{known.seconds:.1f} s of speech).{advice}"
+    )
 
 
-def remember_speaker(window: MainWindow, speaker: str, name: str | None = None) -> RememberSpeaker | None:
+def remember_speaker(window: MainWindow, speaker: str, name: str | None = None) -> threading.Thread | None:
     """Enroll ``speaker`` of the transcript the window shows, under the name it has (asked for when it has none);
     the voice is measured on a thread of its own and the window's status bar says how it went."""
     from app.core.engine.speakers import check_name
@@ -217,22 +196,30 @@ def remember_speaker(window: MainWindow, speaker: str, name: str | None = None) 
         if not accepted:
             return None
 
-    def failed(text: str) -> None:
+    def failed(error: Exception) -> None:
         window.statusBar().clearMessage()
+        text = str(error) if isinstance(error, ScribaError) else f"{type(error).__name__}: {error}"
         show_error(window, "Scriba: remember speaker", text)
 
     try:
         name = check_name(name)
     except ScribaError as error:
-        failed(str(error))
+        failed(error)
         return None
     source = window.store.get(job_id).source
     turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
-    thread = RememberSpeaker(window.store.directory, name, source, turns, speaker, window)
-    thread.done.connect(lambda text: window.statusBar().showMessage(text, 15000))
-    thread.failed.connect(failed)
-    thread.finished.connect(lambda: window.remember_threads.remove(thread))
-    window.remember_threads.append(thread)
+    directory = window.store.directory
+
+    def ended(result: str | Exception) -> None:
+        window.remember_threads.remove(thread)
+        if isinstance(result, Exception):
+            failed(result)
+        else:
+            window.statusBar().showMessage(result, 15000)
+
     window.statusBar().showMessage(f"Remembering {name}'s voice…")
-    thread.start()
+    thread = run_off_main_thread(
+        lambda: enroll_speaker(directory, name, source, turns, speaker), ended, ended, name="remember-speaker"
+    )
+    window.remember_threads.append(thread)
     return thread

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -47,11 +47,12 @@ from app.gui.export_refresh import ExportRefresher
 from app.gui.gpu_panel import GpuPanel
 from app.gui.job_safety import ask_to_remove, ask_to_retry
 from app.gui.language_offer import LanguageOffer, offer_multilingual
+from app.gui.main_thread import run_off_main_thread
 from app.gui.models_dialog import ModelsDialog
 from app.gui.offload_dialog import OffloadDialog
 from app.gui.orphan_sweep import OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
-from app.gui.speakers_dialog import RememberSpeaker, SpeakersDialog, remember_speaker
+from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
 from app.gui.transcript_view import TranscriptView
 from app.gui.trash_dialog import TrashDialog
 from app.gui.window_state import decode_state, encode_state
@@ -61,8 +62,6 @@ log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
-    durations_probed = Signal()
-
     def __init__(
         self,
         store: JobStore,
@@ -125,7 +124,7 @@ class MainWindow(QMainWindow):
         self.transcript_view.transcript_edited.connect(self._transcript_edited)
         self.transcript_view.remember_requested.connect(self.remember_speaker)
         self.export_refresher = ExportRefresher(store, self)  # edits reach the files exported automatically
-        self.remember_threads: list[RememberSpeaker] = []
+        self.remember_threads: list[threading.Thread] = []
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
         self.splitter.addWidget(self.transcript_view)
@@ -175,7 +174,6 @@ class MainWindow(QMainWindow):
         self.models_dialog: ModelsDialog | None = None
         self._build_menus()
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
-        self.durations_probed.connect(self.refresh)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
         self.bridge.job_event.connect(self._on_worker_event)
         self.bridge.job_event.connect(self.gpu_panel.show_job_event)
@@ -346,7 +344,8 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message, 8000)
         self.refresh()
         self.bridge.wake()
-        threading.Thread(target=self._probe_durations, args=([job.id for job in jobs],), daemon=True).start()
+        ids = [job.id for job in jobs]
+        run_off_main_thread(lambda: self._probe_durations(ids), self._durations_probed, name="probe-durations")
         return jobs
 
     def files_from_another_launch(self, paths: list[Path]) -> None:
@@ -368,7 +367,9 @@ class MainWindow(QMainWindow):
                 continue
             if job.duration is None:
                 self.store.set_duration(job_id, probe_duration(job.source))
-        self.durations_probed.emit()
+
+    def _durations_probed(self, _nothing: None) -> None:
+        self.refresh()
 
     def choose_files(self) -> None:
         patterns = " ".join(f"*{ext}" for ext in sorted(MEDIA_EXTENSIONS))
@@ -648,7 +649,7 @@ class MainWindow(QMainWindow):
         dialog.show()
         return dialog
 
-    def remember_speaker(self, speaker: str, name: str | None = None) -> RememberSpeaker | None:
+    def remember_speaker(self, speaker: str, name: str | None = None) -> threading.Thread | None:
         """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
         return remember_speaker(self, speaker, name)
 
@@ -775,7 +776,7 @@ class MainWindow(QMainWindow):
         self.gpu_panel.stop()  # no sampler thread outlives the window
         self.dictation_panel.shutdown()  # the last words are flushed; an unsaved dictation is lost
         for thread in list(self.remember_threads):
-            thread.wait()  # a voiceprint being saved is finished (seconds), never cut half-written
+            thread.join()  # a voiceprint being saved is finished (seconds), never cut half-written
         for dialog in self.offload_dialogs:
             dialog.shutdown()  # cancelled; its thread tears the remote down before the program exits
         super().closeEvent(event)

@@ -30,11 +30,9 @@ def test_remember_a_named_speaker_then_manage_the_library(open_window, qtbot) ->
     view.rename_speaker(speaker, "Chair")
 
     thread = window.remember_speaker("Chair", "Chair")
-    assert thread is not None
-    with qtbot.waitSignal(thread.done, timeout=60000) as done:
-        pass
-    assert "Scriba will name Chair" in done.args[0]
-    qtbot.waitUntil(lambda: not window.remember_threads, timeout=5000)
+    assert thread is not None and "Remembering Chair" in window.statusBar().currentMessage()
+    qtbot.waitUntil(lambda: not window.remember_threads, timeout=60000)
+    assert "Scriba will name Chair" in window.statusBar().currentMessage()
     library = SpeakerLibrary.load(window.store.directory)
     assert [known.name for known in library.known()] == ["Chair"]
     assert str(real / "ami_ES2003a_0-30.wav") in library.get("Chair").samples[0].source
