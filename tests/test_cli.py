@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +59,25 @@ def test_a_bad_file_fails_alone_and_the_others_are_written(tmp_path: Path, espea
     assert "thank you for having me" in " ".join(s["text"] for s in data["segments"]).lower()
 
 
+def test_exports_for_reading_and_analysis_from_a_real_call(tmp_path: Path, sample_dir: Path) -> None:
+    """Issue 14 part 4: `-f` writes Word, CSV, Markdown, HTML and the QDA text from one run, with the speakers."""
+    from docx import Document
+
+    out = tmp_path / "out"
+    result = scriba("transcribe", str(sample_dir / "sample.wav"), "-f", "docx,csv,md,html,qda", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in out.iterdir()) == [
+        "sample.csv", "sample.docx", "sample.html", "sample.md", "sample.qda.txt"
+    ]  # fmt: skip
+    turns = [p.text for p in Document(str(out / "sample.docx")).paragraphs if "SPEAKER_" in p.text]
+    assert len(turns) >= 2 and {turn.split()[1] for turn in turns} == {"SPEAKER_00:", "SPEAKER_01:"}
+    rows = list(csv.DictReader(io.StringIO((out / "sample.csv").read_text(encoding="utf-8-sig"))))
+    assert {row["speaker"] for row in rows} == {"SPEAKER_00", "SPEAKER_01"}
+    assert "chicago" in " ".join(row["text"] for row in rows).lower()
+    qda = (out / "sample.qda.txt").read_text().split("\n\n")
+    assert all(re.match(r"\[00:00:\d\d\] SPEAKER_0[01]: ", paragraph) for paragraph in qda)
+
+
 def test_no_diarize_and_default_output_dir(tmp_path: Path, espeak: str) -> None:
     good = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
     result = scriba("transcribe", str(good), "--no-diarize", "-f", "srt", cwd=tmp_path)
@@ -82,7 +104,7 @@ def test_same_stem_twice_does_not_overwrite(tmp_path: Path, espeak: str) -> None
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-f", "docx"], "unknown format 'docx'"),
+        (["-f", "pdf"], "unknown format 'pdf'"),
         (["--num-speakers", "0"], "must be at least 1"),
         (["--min-speakers", "3", "--max-speakers", "2"], "min speakers (3) is more than max speakers (2)"),
         (["--device", "cuda"], "CTranslate2 sees no CUDA GPU"),

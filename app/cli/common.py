@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from app.core.engine.export import DEFAULT_FORMATS, FORMATS
+
 if TYPE_CHECKING:
     from app.core.queue.jobs import JobOptions
 
@@ -16,8 +18,6 @@ log = logging.getLogger("scriba")
 
 
 def formats(value: str) -> tuple[str, ...]:
-    from app.core.engine.export import FORMATS
-
     chosen = tuple(dict.fromkeys(part.strip().lower() for part in value.split(",") if part.strip()))
     unknown = [fmt for fmt in chosen if fmt not in FORMATS]
     if unknown or not chosen:
@@ -86,8 +86,9 @@ def add_job_options(
         "-f",
         "--formats",
         type=formats,
-        default=("txt", "srt", "vtt", "json"),
-        help="comma-separated: txt,srt,vtt,json (default: all)",
+        default=DEFAULT_FORMATS,
+        help=f"comma-separated, from {','.join(FORMATS)} (qda: a .qda.txt for MAXQDA, ATLAS.ti, NVivo; "
+        f"default: {','.join(DEFAULT_FORMATS)})",
     )
     parser.add_argument("-o", "--output-dir", type=Path, default=output_dir, help=output_help)
 

@@ -16,6 +16,7 @@ from app.cli.common import (
     resolve_data_dir,
     set_aside_text,
 )
+from app.core.engine.export import DEFAULT_FORMATS
 from app.core.errors import ExitCode
 
 
@@ -41,7 +42,7 @@ def add_queue_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     move.add_argument("offset", type=int)
     export = actions.add_parser("export", help="write a finished job's transcript")
     export.add_argument("job_id", type=int, metavar="ID")
-    export.add_argument("-f", "--formats", type=formats, default=("txt", "srt", "vtt", "json"))
+    export.add_argument("-f", "--formats", type=formats, default=DEFAULT_FORMATS)
     export.add_argument("-o", "--output-dir", type=Path, default=Path("."))
 
 

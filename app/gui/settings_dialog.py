@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -95,10 +96,10 @@ class SettingsDialog(QDialog):
         output.addWidget(self.output_dir)
         output.addWidget(browse)
         self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
-        format_row = QHBoxLayout()
-        for fmt, check in self.formats.items():
+        format_row = QGridLayout()  # two rows of five: ten formats in one row would widen the dialog
+        for index, (fmt, check) in enumerate(self.formats.items()):
             check.setChecked(fmt in settings.job.formats)
-            format_row.addWidget(check)
+            format_row.addWidget(check, index // 5, index % 5)
 
         self.speaker_detection = SpeakerDetectionSection(token_stored, settings.job.diarizer, endpoint)
         self.token = self.speaker_detection.token

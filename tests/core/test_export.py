@@ -35,6 +35,17 @@ def make_transcript() -> Transcript:
     )
 
 
+def readable(rendered: str | bytes) -> str:
+    """The text of a rendered export; a Word file's as Word would show it."""
+    if isinstance(rendered, str):
+        return rendered
+    import io
+
+    from docx import Document
+
+    return "\n".join(paragraph.text for paragraph in Document(io.BytesIO(rendered)).paragraphs)
+
+
 def test_timestamps() -> None:
     assert export.timestamp(0, ",") == "00:00:00,000"
     assert export.timestamp(3723.2506, ",") == "01:02:03,251"
@@ -114,8 +125,8 @@ def test_rename_speaker_changes_every_line_and_every_format() -> None:
     assert renamed.speakers == ("SPEAKER_00", "Dr. Okafor")
     assert all(w.speaker == "Dr. Okafor" for w in renamed.segments[2].words)
     for fmt in export.FORMATS:
-        text = export.render(renamed, fmt)
-        assert "Dr. Okafor" in text and "SPEAKER_01" not in text
+        text = readable(export.render(renamed, fmt))
+        assert "Dr. Okafor" in text and "SPEAKER_01" not in text, fmt
 
 
 def test_export_writes_every_format_atomically(tmp_path: Path) -> None:
@@ -139,8 +150,8 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path: Path, monkeypa
 
 
 def test_unknown_format() -> None:
-    with pytest.raises(ValueError, match="unknown format 'docx'"):
-        export.render(make_transcript(), "docx")
+    with pytest.raises(ValueError, match="unknown format 'pdf'"):
+        export.render(make_transcript(), "pdf")
 
 
 # ----------------------------------------------------------------------------------------- issue 18
@@ -167,7 +178,7 @@ def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Pa
     import subprocess
     import sys
 
-    sizes = {fmt: len(export.render(make_transcript(), fmt).encode()) for fmt in export.FORMATS}
+    sizes = {fmt: len(export.to_bytes(export.render(make_transcript(), fmt))) for fmt in export.DEFAULT_FORMATS}
     limit = max(sizes[fmt] for fmt in ("txt", "srt", "vtt")) + 16
     assert sizes["json"] > limit
     child = subprocess.run(

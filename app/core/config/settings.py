@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.core.engine.export import FORMATS, write_atomic
+from app.core.engine.export import DEFAULT_FORMATS, FORMATS, write_atomic
 from app.core.queue.jobs import JobOptions
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class JobDefaults:
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = DEFAULT_FORMATS
     output_dir: str | None = None  # None: exports only on request
 
     def job_options(self) -> JobOptions:

@@ -1,4 +1,6 @@
-"""Exporters: txt (speaker paragraphs), srt, vtt (with voice tags) and json, written atomically."""
+"""Exporters, written atomically: txt (speaker paragraphs), srt, vtt (with voice tags), json; and for reading,
+editing and analysis: Markdown, CSV and TSV (one row per segment, for a spreadsheet), a standalone HTML page,
+Word (docx) and a QDA text (MAXQDA, ATLAS.ti, NVivo: a timestamp and the speaker opening each paragraph)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,7 +17,16 @@ from typing import Protocol
 
 from app.core.engine.transcript import Segment, Transcript, Word
 
-FORMATS = ("txt", "srt", "vtt", "json")
+FORMATS = ("txt", "srt", "vtt", "json", "md", "csv", "tsv", "html", "docx", "qda")
+# What a job writes unless told otherwise: the four formats every player and script reads.
+DEFAULT_FORMATS = ("txt", "srt", "vtt", "json")
+# File name endings where the format's name is not one: QDA programs import plain .txt files.
+SUFFIXES = {"qda": ".qda.txt"}
+
+
+def filename(stem: str, fmt: str) -> str:
+    return f"{stem}{SUFFIXES.get(fmt, '.' + fmt)}"
+
 
 # Subtitle cues longer than this are split at word boundaries: players show a cue as one block of text.
 MAX_CUE_SECONDS = 7.0
@@ -56,6 +68,21 @@ def to_txt(transcript: Transcript) -> str:
     if texts:
         paragraphs.append(_paragraph(speaker, start, texts))
     return "\n\n".join(paragraphs) + ("\n" if paragraphs else "")
+
+
+def paragraphs(transcript: Transcript) -> list[tuple[str | None, float, float, str]]:
+    """Consecutive segments of one speaker merged: (speaker, start, end, text), the unit people read."""
+    merged: list[tuple[str | None, float, float, str]] = []
+    for segment in transcript.segments:
+        text = segment.text.strip()
+        if not text:
+            continue
+        if merged and merged[-1][0] == segment.speaker:
+            speaker, start, _end, before = merged[-1]
+            merged[-1] = (speaker, start, segment.end, f"{before} {text}")
+        else:
+            merged.append((segment.speaker, segment.start, segment.end, text))
+    return merged
 
 
 def _paragraph(speaker: str | None, start: float, texts: list[str]) -> str:
@@ -128,24 +155,168 @@ def to_json(transcript: Transcript) -> str:
     return json.dumps(transcript.to_dict(), ensure_ascii=False, indent=2) + "\n"
 
 
-RENDERERS: dict[str, Callable[[Transcript], str]] = {"txt": to_txt, "srt": to_srt, "vtt": to_vtt, "json": to_json}
+def _title(transcript: Transcript) -> str:
+    return Path(transcript.source).name or "Transcript"
 
 
-def render(transcript: Transcript, fmt: str) -> str:
+def _about(transcript: Transcript) -> str:
+    """One line on where the transcript came from, for the formats people read."""
+    speakers = f", {len(transcript.speakers)} speaker(s)" if transcript.speakers else ""
+    return f"{clock(transcript.duration)} of audio, {transcript.model}, language {transcript.language}{speakers}"
+
+
+def to_md(transcript: Transcript) -> str:
+    lines = [f"# {_md_escape(_title(transcript))}", "", f"*{_md_escape(_about(transcript))}*", ""]
+    lines += [f"> **Warning:** {_md_escape(warning)}\n" for warning in transcript.warnings]
+    for speaker, start, _end, text in paragraphs(transcript):
+        who = f" **{_md_escape(speaker)}:**" if speaker else ""
+        lines += [f"`{timestamp(start, '.')[:-4]}`{who} {_md_escape(text)}", ""]
+    return "\n".join(lines)
+
+
+def _md_escape(text: str) -> str:
+    # Characters that would start emphasis, code, links or HTML in the middle of spoken text.
+    for character in "\\`*_[]<>#|":
+        text = text.replace(character, "\\" + character)
+    return text
+
+
+def _table(transcript: Transcript, delimiter: str) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(["start", "end", "start_seconds", "end_seconds", "speaker", "text"])
+    for segment in transcript.segments:
+        text = segment.text.strip()
+        if not text:
+            continue
+        writer.writerow(
+            [
+                timestamp(segment.start, "."),
+                timestamp(segment.end, "."),
+                f"{segment.start:.3f}",
+                f"{segment.end:.3f}",
+                segment.speaker or "",
+                # A cell starting with = + - @ would be run as a formula by a spreadsheet (CSV injection).
+                f"'{text}" if text[:1] in ("=", "+", "-", "@") else text,
+            ]
+        )
+    return buffer.getvalue()
+
+
+def to_csv(transcript: Transcript) -> str:
+    # The byte-order mark tells Excel the file is UTF-8 (without it, accents come out garbled there).
+    return "\ufeff" + _table(transcript, ",")
+
+
+def to_tsv(transcript: Transcript) -> str:
+    return _table(transcript, "\t")
+
+
+def to_html(transcript: Transcript) -> str:
+    from html import escape
+
+    colours = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+    order = {speaker: index for index, speaker in enumerate(dict.fromkeys(s.speaker for s in transcript.segments))}
+    body = [f"<h1>{escape(_title(transcript))}</h1>", f'<p class="about">{escape(_about(transcript))}</p>']
+    body += [f'<p class="warning">{escape(warning)}</p>' for warning in transcript.warnings]
+    for speaker, start, _end, text in paragraphs(transcript):
+        colour = colours[order.get(speaker, 0) % len(colours)]
+        who = f'<span class="speaker" style="color:{colour}">{escape(speaker)}</span> ' if speaker else ""
+        time = f'<span class="time" data-start="{start:.2f}">{timestamp(start, ".")[:-4]}</span>'
+        body.append(f"<p>{time} {who}{escape(text)}</p>")
+    style = (
+        "body{font:16px/1.6 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em}"
+        ".time{color:#777;font:13px monospace;margin-right:.5em}.speaker{font-weight:600}"
+        ".about{color:#777}.warning{color:#b35900}"
+        "@media(prefers-color-scheme:dark){body{background:#1e1e1e;color:#ddd}}"
+    )
+    head = f'<meta charset="utf-8"><title>{escape(_title(transcript))}</title><style>{style}</style>'
+    return f'<!DOCTYPE html>\n<html lang="{escape(transcript.language)}">\n<head>{head}</head>\n<body>\n' + (
+        "\n".join(body) + "\n</body>\n</html>\n"
+    )
+
+
+def to_docx(transcript: Transcript) -> bytes:
+    """A Word document: the title, where it came from, then one paragraph per speaker turn (its time in grey,
+    the speaker in bold). Opens in Word, LibreOffice and Google Docs."""
+    import io
+
+    from docx import Document
+    from docx.shared import Pt, RGBColor
+
+    document = Document()
+    document.core_properties.title = _title(transcript)
+    document.add_heading(_title(transcript), level=1)
+    about = document.add_paragraph(_about(transcript))
+    about.runs[0].italic = True
+    for warning in transcript.warnings:
+        document.add_paragraph(f"Warning: {warning}").runs[0].bold = True
+    for speaker, start, _end, text in paragraphs(transcript):
+        paragraph = document.add_paragraph()
+        time_run = paragraph.add_run(f"{timestamp(start, '.')[:-4]}  ")
+        time_run.font.size = Pt(9)
+        time_run.font.color.rgb = RGBColor(0x77, 0x77, 0x77)
+        if speaker:
+            paragraph.add_run(f"{speaker}: ").bold = True
+        paragraph.add_run(text)
+    stream = io.BytesIO()
+    document.save(stream)
+    return stream.getvalue()
+
+
+def to_qda(transcript: Transcript) -> str:
+    """Paragraphs that open with ``[hh:mm:ss]`` and ``Speaker:``, a blank line between them: the layout MAXQDA's
+    "transcript with timestamps" import, ATLAS.ti's and NVivo's transcript imports read, linking each paragraph
+    to its place in the recording (and, in MAXQDA, coding it by speaker)."""
+    blocks = []
+    for speaker, start, _end, text in paragraphs(transcript):
+        who = f"{speaker}: " if speaker else ""
+        blocks.append(f"[{timestamp(start, '.')[:-4]}] {who}{' '.join(text.split())}")
+    return "\n\n".join(blocks) + ("\n" if blocks else "")
+
+
+RENDERERS: dict[str, Callable[[Transcript], str | bytes]] = {
+    "txt": to_txt,
+    "srt": to_srt,
+    "vtt": to_vtt,
+    "json": to_json,
+    "md": to_md,
+    "csv": to_csv,
+    "tsv": to_tsv,
+    "html": to_html,
+    "docx": to_docx,
+    "qda": to_qda,
+}
+
+
+def render(transcript: Transcript, fmt: str) -> str | bytes:
     try:
         return RENDERERS[fmt](transcript)
     except KeyError:
         raise ValueError(f"unknown format '{fmt}': choose from {', '.join(FORMATS)}") from None
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | bytes, *, private: bool = False) -> None:
     """Write to a temporary file in the same folder, then rename over ``path``: a reader (or a crash)
-    never sees a half-written file, and a good older file is only replaced by a complete new one."""
+    never sees a half-written file, and a good older file is only replaced by a complete new one. Text is
+    written as UTF-8 with "\\n" line ends, bytes as they are. ``private``: readable by the user alone (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    data = to_bytes(text)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
+        # mkstemp makes the file private (0600); the user's exports should be what any program makes (their
+        # umask), and a file replaced keeps the mode it had (one made private stays private).
+        if not private:
+            try:
+                mode = stat.S_IMODE(path.stat().st_mode)
+            except OSError:
+                mode = 0o666 & ~_umask()
+            os.chmod(temporary, mode)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -154,9 +325,23 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def sha256_text(text: str) -> str:
-    """The hash of what :func:`write_atomic` writes for ``text`` (UTF-8, "\\n" line ends)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, which would race other threads)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+def to_bytes(text: str | bytes) -> bytes:
+    """What :func:`write_atomic` writes for ``text``: UTF-8 ("\\n" line ends) for text, bytes as they are."""
+    return text.encode("utf-8") if isinstance(text, str) else text
+
+
+def sha256_text(text: str | bytes) -> str:
+    """The hash of what :func:`write_atomic` writes for ``text``."""
+    return hashlib.sha256(to_bytes(text)).hexdigest()
 
 
 def file_sha256(path: Path) -> str | None:
@@ -211,7 +396,7 @@ def unique_stem(directory: Path, stem: str, formats: Iterable[str], may_replace:
     return first_free_stem(
         stem,
         lambda candidate: any(
-            (directory / f"{candidate}.{fmt}").exists() and not may_replace(directory / f"{candidate}.{fmt}")
+            (directory / filename(candidate, fmt)).exists() and not may_replace(directory / filename(candidate, fmt))
             for fmt in formats
         ),
     )
@@ -276,7 +461,7 @@ def export_each(
     except OSError as error:
         return ExportResult(directory, stem, stem, (), dict.fromkeys(formats, error))
     for fmt in formats:
-        target = directory / f"{chosen}.{fmt}"
+        target = directory / filename(chosen, fmt)
         try:
             text = render(transcript, fmt)
             write_atomic(target, text)

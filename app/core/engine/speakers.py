@@ -323,7 +323,7 @@ class SpeakerLibrary:
                 for known in self.speakers.values()
             },
         }
-        write_atomic(self.path, json.dumps(data, ensure_ascii=False))
+        write_atomic(self.path, json.dumps(data, ensure_ascii=False), private=True)  # voiceprints: personal data
 
     def known(self) -> list[KnownSpeaker]:
         return sorted(self.speakers.values(), key=lambda known: known.name.casefold())

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.engine.audio import MEDIA_EXTENSIONS
-from app.core.engine.export import FORMATS, write_atomic
+from app.core.engine.export import DEFAULT_FORMATS, write_atomic
 from app.core.engine.transcript import PARTIAL_PREFIX, Transcript
 from app.core.errors import ScribaError
 from app.core.queue.sqlite_db import (
@@ -80,7 +80,7 @@ class JobOptions:
     device: Device = "auto"
     compute_type: str = "auto"
     batch_size: int = -1  # auto: from free GPU memory, sequential on CPU
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = DEFAULT_FORMATS
     # Where finished transcripts are exported automatically; None keeps them only in the queue.
     output_dir: str | None = None
 
