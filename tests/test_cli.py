@@ -78,6 +78,58 @@ def test_exports_for_reading_and_analysis_from_a_real_call(tmp_path: Path, sampl
     assert all(re.match(r"\[00:00:\d\d\] SPEAKER_0[01]: ", paragraph) for paragraph in qda)
 
 
+def test_vocabulary_and_hotwords_reach_the_model(tmp_path: Path, sample_dir: Path) -> None:
+    """Issue 14 part 4: names spelled as the user gives them. "Dyanne" and "Sheela" are spellings the model never
+    writes for this call on its own (it hears Diane and Sheila); given as a prompt or as hotwords, it does."""
+    texts = {}
+    for name, option in (
+        ("plain", []),
+        ("prompt", ["--prompt", "Dyanne, Sheela."]),
+        ("hot", ["--hotwords", "Dyanne Sheela"]),
+    ):
+        out = tmp_path / name
+        result = scriba(
+            "transcribe", str(sample_dir / "sample.wav"), "--no-diarize", "-f", "txt", "-o", str(out), *option
+        )
+        assert result.returncode == 0, result.stderr
+        texts[name] = (out / "sample.txt").read_text()
+    assert "Dyanne" not in texts["plain"] and "Dyanne" in texts["prompt"] and "Dyanne" in texts["hot"]
+    assert "chicago" in texts["prompt"].lower()  # the rest is still transcribed
+
+
+def test_a_time_range_is_transcribed_in_the_recordings_time(tmp_path: Path, sample_dir: Path) -> None:
+    result = scriba(
+        "transcribe",
+        str(sample_dir / "sample.wav"),
+        "--start",
+        "0:14",
+        "--end",
+        "22",
+        "-f",
+        "json",
+        "-o",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "sample.json").read_text())
+    segments = data["segments"]
+    assert segments and all(s["start"] >= 14.0 and s["end"] <= 22.5 for s in segments), segments
+    text = " ".join(s["text"] for s in segments).lower()
+    assert "chicago" in text and "hello" not in text  # "Hello" is said at 6 s, before the range
+    assert all(turn["start"] >= 14.0 for turn in data["diarization"]["turns"])
+    late = scriba("transcribe", str(sample_dir / "sample.wav"), "--start", "40", "-o", str(tmp_path))
+    assert late.returncode == 1 and "the range starts at 0:40, but the recording is 0:30 long" in late.stderr
+    typo = scriba("transcribe", str(sample_dir / "sample.wav"), "--start", "1:00x", "-o", str(tmp_path))
+    assert typo.returncode == 2 and "'1:00x' is not a time" in typo.stderr
+
+
+def test_translation_needs_a_multilingual_model(tmp_path: Path, sample_dir: Path) -> None:
+    result = scriba("transcribe", str(sample_dir / "sample.wav"), "--task", "translate", "-o", str(tmp_path))
+    assert result.returncode == 1
+    assert "tiny.en is an English-only model and cannot translate: choose a multilingual model" in result.stderr
+    assert not list(tmp_path.glob("sample.*"))  # nothing half-done is written
+
+
 def test_no_diarize_and_default_output_dir(tmp_path: Path, espeak: str) -> None:
     good = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
     result = scriba("transcribe", str(good), "--no-diarize", "-f", "srt", cwd=tmp_path)

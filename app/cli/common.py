@@ -47,6 +47,23 @@ def positive(value: str) -> int:
     return number
 
 
+def moment(text: str) -> float:
+    """A time in the recording: ``90``, ``1:30``, ``1:02:03.5``."""
+    parts = text.strip().split(":")
+    try:
+        if len(parts) > 3 or any(part == "" for part in parts):
+            raise ValueError
+        seconds = 0.0
+        for index, part in enumerate(parts):
+            value = float(part)
+            if value < 0 or (index > 0 and value >= 60):  # minutes and seconds after a colon stay under 60
+                raise ValueError
+            seconds = seconds * 60 + value
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS") from None
+    return seconds
+
+
 QUEUE_OUTPUT_HELP = "export here when done (default: keep in the queue)"
 
 
@@ -73,6 +90,16 @@ def add_job_options(
     parser.add_argument("--num-speakers", type=positive, default=None)
     parser.add_argument("--min-speakers", type=positive, default=None)
     parser.add_argument("--max-speakers", type=positive, default=None)
+    parser.add_argument("--prompt", default=None, help="names, jargon and spellings to expect, e.g. 'Scriba, Okafor'")
+    parser.add_argument("--hotwords", default=None, help="words the model should favour")
+    parser.add_argument(
+        "--task",
+        choices=("transcribe", "translate"),
+        default="transcribe",
+        help="translate: into English (multilingual models only)",
+    )
+    parser.add_argument("--start", type=moment, default=None, help="transcribe from here: seconds, M:SS or H:MM:SS")
+    parser.add_argument("--end", type=moment, default=None, help="… to here (default: the end)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--compute-type", default="auto", help="auto, int8, int8_float16, float16, float32 …")
     parser.add_argument(
@@ -111,6 +138,11 @@ def job_options_from_args(args: argparse.Namespace) -> JobOptions:
         batch_size=args.batch_size,
         formats=args.formats,
         output_dir=str(args.output_dir.absolute()) if args.output_dir else None,
+        prompt=args.prompt,
+        hotwords=args.hotwords,
+        task=args.task,
+        start=args.start,
+        end=args.end,
     )
 
 

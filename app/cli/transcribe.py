@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import ProgressBar, add_job_options, log, positive, resolve_data_dir, set_aside_text
+from app.cli.common import (
+    ProgressBar,
+    add_job_options,
+    job_options_from_args,
+    log,
+    positive,
+    resolve_data_dir,
+    set_aside_text,
+)
 from app.core.errors import ExitCode
 
 
@@ -29,43 +37,33 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from app.core.cancel import CancelToken
-    from app.core.engine.diarize import DiarizerOptions, SpeakerHints
     from app.core.engine.export import first_free_stem
-    from app.core.engine.pipeline import Engine, PipelineOptions
-    from app.core.engine.transcribe import TranscriptionOptions, resolve_device
+    from app.core.engine.pipeline import Engine
     from app.core.errors import ScribaError
+    from app.core.queue.worker import pipeline_options
     from app.core.secrets import huggingface_token
 
+    token, _ = huggingface_token() if args.diarize and args.diarizer != "embedded" else (None, "")
     try:
-        hints = SpeakerHints(args.num_speakers, args.min_speakers, args.max_speakers)
-        device = resolve_device(args.device)
+        # The one conversion from a job's options to the engine's, the queue's own; then what only this command
+        # sets (beam, VAD, threads, a pipeline folder).
+        options = pipeline_options(job_options_from_args(args), token, resolve_data_dir(args.data_dir))
     except (ValueError, ScribaError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.USAGE
-    token, _ = huggingface_token() if args.diarize and args.diarizer != "embedded" else (None, "")
-    options = PipelineOptions(
-        transcription=TranscriptionOptions(
-            model=args.model,
-            device=device,
-            compute_type=args.compute_type,
-            language=args.language,
-            beam_size=args.beam_size,
-            vad_filter=args.vad,
-            batch_size=args.batch_size,
-            cpu_threads=max(0, args.threads),
+    options = replace(
+        options,
+        transcription=replace(
+            options.transcription, beam_size=args.beam_size, vad_filter=args.vad, cpu_threads=max(0, args.threads)
         ),
-        diarize=args.diarize,
-        diarizer=DiarizerOptions(
-            backend=args.diarizer,
-            hints=hints,
+        diarizer=replace(
+            options.diarizer,
             # What the user typed, made absolute here: the engine loads pipelines only from absolute paths.
             pyannote_source=str(args.pyannote_pipeline.expanduser().absolute()) if args.pyannote_pipeline else None,
-            hf_token=token,
-            device=device,
         ),
-        identify=args.identify,
-        speaker_library=str(resolve_data_dir(args.data_dir)),
     )
     engine = Engine()
     cancel = CancelToken()

@@ -74,6 +74,16 @@ class SettingsDialog(QDialog):
         self.compute_type.setCurrentText(settings.job.compute_type)
         self.language = QLineEdit(settings.job.language or "")
         self.language.setPlaceholderText("detect (or a code: en, de, fr …)")
+        self.prompt = QLineEdit(settings.job.prompt or "")
+        self.prompt.setPlaceholderText("names and jargon to expect, e.g. Okafor, Scriba, EBITDA")
+        self.prompt.setToolTip("Given to the model before the audio: it then spells these as written here")
+        self.hotwords = QLineEdit(settings.job.hotwords or "")
+        self.hotwords.setPlaceholderText("words to favour")
+        self.task = QComboBox()
+        self.task.addItem("Transcribe", "transcribe")
+        self.task.addItem("Translate into English", "translate")
+        self.task.setToolTip("Translation needs a multilingual model (not one ending in .en)")
+        self.task.setCurrentIndex(max(0, self.task.findData(settings.job.task)))
         self.diarize = QCheckBox("Label who speaks (diarization)")
         self.diarize.setChecked(settings.job.diarize)
         self.identify = QCheckBox("Name known speakers (Edit › Known speakers…)")
@@ -111,6 +121,9 @@ class SettingsDialog(QDialog):
         form.addRow("Device", self.device)
         form.addRow("Compute type", self.compute_type)
         form.addRow("Language", self.language)
+        form.addRow("Task", self.task)
+        form.addRow("Vocabulary", self.prompt)
+        form.addRow("Hotwords", self.hotwords)
         form.addRow("", self.diarize)
         form.addRow("Diarizer", self.diarizer)
         form.addRow("", self.identify)
@@ -193,4 +206,7 @@ class SettingsDialog(QDialog):
             max_speakers=self.max_speakers.value() or None,
             output_dir=self.output_dir.text().strip() or None,
             formats=formats,
+            prompt=self.prompt.text().strip() or None,
+            hotwords=self.hotwords.text().strip() or None,
+            task=self.task.currentData(),
         )

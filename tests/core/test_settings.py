@@ -68,7 +68,7 @@ def test_a_newer_scribas_keys_and_bad_values(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path)
     newer = {
         "version": 2,
-        "job": {"model": "tiny.en", "diarize": "yes", "min_speakers": 0, "prompt": "Acme, Scriba"},
+        "job": {"model": "tiny.en", "diarize": "yes", "min_speakers": 0, "summary": "short"},
         "window": {"last_folder": 7},
         "offload": {"budget_usd": -1, "ssh_host": {"url": 5}},
         "sync": {"enabled": True},
@@ -78,8 +78,27 @@ def test_a_newer_scribas_keys_and_bad_values(tmp_path: Path) -> None:
     # A wrong type falls back to the default rather than stopping the start.
     assert loaded.job == JobDefaults(model="tiny.en")
     assert loaded.window == WindowState() and loaded.offload == OffloadPreferences()
-    assert loaded.extra == {"job": {"prompt": "Acme, Scriba"}, "sync": {"enabled": True}}
+    assert loaded.extra == {"job": {"summary": "short"}, "sync": {"enabled": True}}
     store.save(loaded)
     saved = json.loads(store.path.read_text())
-    assert saved["job"]["prompt"] == "Acme, Scriba"  # put back where the newer version looks for it
+    assert saved["job"]["summary"] == "short"  # put back where the newer version looks for it
     assert saved["extra"] == {"sync": {"enabled": True}}
+
+
+def test_times_are_read_as_people_write_them() -> None:
+    import argparse
+
+    from app.cli.common import moment
+
+    assert [moment(text) for text in ("90", "1:30", "01:02:03.5", "0.25")] == [90.0, 90.0, 3723.5, 0.25]
+    for wrong in ("0:75", "1::2", "-3", "x", "1:2:3:4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a time"):
+            moment(wrong)
+
+
+def test_the_task_is_one_of_two(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    store.path.write_text(json.dumps({"version": 2, "job": {"task": "summarise", "prompt": "Okafor"}}))
+    loaded = store.load()
+    assert loaded.job.task == "transcribe" and loaded.job.prompt == "Okafor"
+    assert loaded.with_job(task="translate").job_options().task == "translate"

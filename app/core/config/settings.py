@@ -23,7 +23,7 @@ from app.core.queue.jobs import JobOptions
 
 if TYPE_CHECKING:
     from app.core.engine.diarize import Backend
-    from app.core.engine.transcribe import Device
+    from app.core.engine.transcribe import Device, Task
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class JobDefaults:
     max_speakers: int | None = None
     formats: tuple[str, ...] = DEFAULT_FORMATS
     output_dir: str | None = None  # None: exports only on request
+    prompt: str | None = None  # names and jargon to expect
+    hotwords: str | None = None
+    task: Task = "transcribe"  # or "translate" (into English)
 
     def job_options(self) -> JobOptions:
         return JobOptions(
@@ -62,6 +65,9 @@ class JobDefaults:
             compute_type=self.compute_type,
             formats=self.formats,
             output_dir=self.output_dir,
+            prompt=self.prompt,
+            hotwords=self.hotwords,
+            task=self.task,
         )
 
 
@@ -180,6 +186,8 @@ def _valid(name: str, value: Any, default: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
     if name == "formats":
         return isinstance(value, list | tuple) and bool(value) and all(item in FORMATS for item in value)
+    if name == "task":
+        return value in ("transcribe", "translate")
     if name == "budget_usd":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if name == "ssh_host":

@@ -21,7 +21,7 @@ from app.core.engine.merge import assign_speakers
 from app.core.engine.stage_costs import StageCosts, job_fraction, stage_layout
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
 from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
-from app.core.errors import CancelledError, DiarizationError
+from app.core.errors import CancelledError, DiarizationError, UsageError
 
 if TYPE_CHECKING:
     from app.core.engine.diarize.encoder import SpeakerEncoder
@@ -51,6 +51,10 @@ class PipelineOptions:
     # Before an English-only model transcribes a recording of undeclared language, check that it is English
     # (app.core.engine.language_check); a mismatch fails the job at once, naming a multilingual model.
     check_language: bool = True
+    # Only this stretch of the recording (seconds; None: from the start, to the end). The transcript's times
+    # are the recording's, so subtitles and the player line up with the whole file.
+    start: float | None = None
+    end: float | None = None
 
 
 class Engine:
@@ -101,7 +105,8 @@ class Engine:
                 progress(Progress(stage, fraction, overall, duration))
 
         report("decode", 0.0)
-        audio = decode_audio(source)
+        whole = decode_audio(source)
+        audio, offset = time_range(whole, options.start, options.end)
         duration = audio.duration
         timings["decode"] = time.perf_counter() - started
         report("decode", 1.0)
@@ -122,16 +127,16 @@ class Engine:
         timings["diarize"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        transcript = build_transcript(audio, transcription, diarization)
+        transcript = build_transcript(audio, transcription, diarization).shifted(offset)
         if diarization is not None and options.identify and options.speaker_library:
             if cancel:
                 cancel.raise_if_cancelled()
-            transcript = self.identify(transcript, audio, Path(options.speaker_library))
+            transcript = self.identify(transcript, whole, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
         self.stage_costs.record(timings, duration, *cost_key)
         report("merge", 1.0)
-        warnings = input_warnings(audio, probe_duration(source)) + language_warnings
+        warnings = input_warnings(whole, probe_duration(source)) + language_warnings
         return replace(transcript, timings=timings, warnings=warnings)
 
     def check_language(self, audio: Audio, transcriber: Transcriber, language: str | None) -> tuple[str, ...]:
@@ -253,6 +258,25 @@ class Engine:
 _SHORTFALL_SECONDS = 1.0
 _SHORTFALL_FRACTION = 0.02
 _DECODE_STOPPED = "decoding stopped after "
+
+
+def time_range(audio: Audio, start: float | None, end: float | None) -> tuple[Audio, float]:
+    """The stretch of ``audio`` from ``start`` to ``end`` (a view: no copy), and where it starts. An end past
+    the recording's is its end; a range that holds no audio is the user's mistake, said in one line."""
+    if start is None and end is None:
+        return audio, 0.0
+    from app.core.engine.export import clock
+
+    first = max(0.0, start or 0.0)
+    last = audio.duration if end is None else min(end, audio.duration)
+    if first >= audio.duration:
+        length = clock(audio.duration)
+        raise UsageError(f"{audio.source.name}: the range starts at {clock(first)}, but the recording is {length} long")
+    if last <= first:
+        raise UsageError(f"{audio.source.name}: the range ends ({clock(end or 0)}) before it starts ({clock(first)})")
+    rate = audio.sample_rate
+    samples = audio.samples[round(first * rate) : round(last * rate)]
+    return replace(audio, samples=samples), first
 
 
 def input_warnings(audio: Audio, claimed_duration: float | None) -> tuple[str, ...]:

@@ -26,12 +26,13 @@ from app.core.engine.gpu_plan import (
 )
 from app.core.engine.models import ResolvedModel, resolve_model
 from app.core.engine.transcript import Segment, Word
-from app.core.errors import DeviceError
+from app.core.errors import DeviceError, UsageError
 
 log = logging.getLogger(__name__)
 
 Device = Literal["auto", "cpu", "cuda"]
 RunDevice = Literal["cpu", "cuda"]  # what "auto" becomes once the machine has been looked at
+Task = Literal["transcribe", "translate"]
 AUTO_BATCH = -1
 ProgressCallback = Callable[[float], None]
 
@@ -97,7 +98,9 @@ class TranscriptionOptions:
     # >0 = faster-whisper's batched pipeline with that batch size (halved on out-of-memory).
     batch_size: int = -1
     cpu_threads: int = 0  # 0 = every core of this machine
-    initial_prompt: str | None = None
+    initial_prompt: str | None = None  # words and spellings to expect (names, jargon), as text before the audio
+    hotwords: str | None = None  # words to favour, given to the decoder in every window
+    task: Task = "transcribe"  # or "translate": into English (multilingual models only)
     piece_s: float = PIECE_S  # longer files are decoded in pieces of about this length (bounded memory)
 
     def resolved_cpu_threads(self) -> int:
@@ -228,6 +231,13 @@ class Transcriber:
             and options.resolved_cpu_threads() == self.options.resolved_cpu_threads()
         )
 
+    @property
+    def multilingual(self) -> bool:
+        """Whether the loaded model knows other languages than English (read from the model, so a model folder
+        outside the catalog is judged right too)."""
+        self.load()
+        return bool(getattr(getattr(self._model, "model", None), "is_multilingual", True))
+
     def load(self) -> None:
         if self._model is not None:
             return
@@ -280,12 +290,19 @@ class Transcriber:
     ) -> TranscriptionResult:
         self.load()
         options = self.options
+        if options.task == "translate" and not self.multilingual:
+            raise UsageError(
+                f"{self.model_ref.name} is an English-only model and cannot translate: choose a multilingual model "
+                "(small, medium, large-v3 …) to translate into English"
+            )
         kwargs: dict[str, Any] = {
             "language": options.language,
             "beam_size": options.beam_size,
             "vad_filter": options.vad_filter,
             "word_timestamps": options.word_timestamps,
             "initial_prompt": options.initial_prompt,
+            "hotwords": options.hotwords,
+            "task": options.task,
         }
         batch_size = self._initial_batch_size()
         bounds = piece_bounds(audio.samples, audio.sample_rate, options.piece_s, min(CUT_SEARCH_S, options.piece_s / 4))

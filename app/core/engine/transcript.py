@@ -93,6 +93,22 @@ class Transcript:
     def text(self) -> str:
         return " ".join(segment.text.strip() for segment in self.segments if segment.text.strip())
 
+    def shifted(self, offset: float) -> Transcript:
+        """The same transcript ``offset`` seconds later: a stretch of a recording, in the recording's time."""
+        if offset == 0:
+            return self
+
+        def later(item: Any) -> Any:
+            return replace(item, start=item.start + offset, end=item.end + offset)
+
+        segments = tuple(
+            replace(later(segment), words=tuple(later(word) for word in segment.words)) for segment in self.segments
+        )
+        diarization = self.diarization
+        if diarization is not None:
+            diarization = replace(diarization, turns=tuple(later(turn) for turn in diarization.turns))
+        return replace(self, segments=segments, diarization=diarization)
+
     def rename_speaker(self, old: str, new: str) -> Transcript:
         """One rename changes every segment, every word and the speaker list."""
 

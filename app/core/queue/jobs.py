@@ -43,7 +43,7 @@ from app.core.queue.sqlite_db import (
 
 if TYPE_CHECKING:
     from app.core.engine.diarize import Backend
-    from app.core.engine.transcribe import Device
+    from app.core.engine.transcribe import Device, Task
 
 # 2: worker_started_at (pid reuse), warnings (partial audio), exports (which files Scriba wrote).
 SCHEMA_VERSION = 2
@@ -83,6 +83,11 @@ class JobOptions:
     formats: tuple[str, ...] = DEFAULT_FORMATS
     # Where finished transcripts are exported automatically; None keeps them only in the queue.
     output_dir: str | None = None
+    prompt: str | None = None  # names, jargon and spellings to expect, given to the model before the audio
+    hotwords: str | None = None  # words to favour in every window
+    task: Task = "transcribe"  # "translate": into English (multilingual models)
+    start: float | None = None  # only this stretch of the recording, in seconds (None: from the start …
+    end: float | None = None  # … to the end)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -276,6 +276,9 @@ def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library:
             compute_type=options.compute_type,
             language=options.language,
             batch_size=options.batch_size,
+            initial_prompt=options.prompt,
+            hotwords=options.hotwords,
+            task=options.task,
         ),
         diarize=options.diarize,
         diarizer=DiarizerOptions(
@@ -286,6 +289,8 @@ def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library:
         ),
         identify=options.identify,
         speaker_library=str(speaker_library) if speaker_library is not None else None,
+        start=options.start,
+        end=options.end,
     )
 
 
