@@ -130,6 +130,32 @@ def test_translation_needs_a_multilingual_model(tmp_path: Path, sample_dir: Path
     assert not list(tmp_path.glob("sample.*"))  # nothing half-done is written
 
 
+def test_watch_transcribes_what_appears_in_a_folder_and_exports_beside_it(tmp_path: Path, sample_dir: Path) -> None:
+    import shutil
+    import signal
+    import time
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    command = [sys.executable, "-m", "app", "--data-dir", str(tmp_path / "data"), "watch", str(inbox)]
+    command += ["--interval", "0.5", "--no-diarize", "-f", "txt,qda"]
+    watcher = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        shutil.copy(sample_dir / "sample.wav", inbox / "call.wav")
+        deadline = time.monotonic() + 240
+        while not (inbox / "call.qda.txt").exists() and time.monotonic() < deadline and watcher.poll() is None:
+            time.sleep(0.5)
+        assert (inbox / "call.txt").exists(), "the recording was not transcribed beside itself"
+        assert "chicago" in (inbox / "call.txt").read_text().lower()
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        _, stderr = watcher.communicate(timeout=60)
+    assert watcher.returncode == 143, stderr  # stopped by SIGTERM, as a shell reports it
+    assert "queued: job 1" in stderr and "Traceback" not in stderr
+    missing = scriba("watch", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+
+
 def test_no_diarize_and_default_output_dir(tmp_path: Path, espeak: str) -> None:
     good = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
     result = scriba("transcribe", str(good), "--no-diarize", "-f", "srt", cwd=tmp_path)

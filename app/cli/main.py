@@ -20,6 +20,7 @@ from app.cli.offload_estimate import cmd_offload_estimate
 from app.cli.queue import add_queue_parser, cmd_queue
 from app.cli.speakers import add_speakers_parser, cmd_speakers
 from app.cli.transcribe import add_transcribe_parser, cmd_transcribe
+from app.cli.watch import add_watch_parser, cmd_watch
 from app.cli.window import open_window
 from app.cli.worker import add_worker_parser, cmd_worker
 from app.core.errors import ExitCode
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_models_parser(commands)
     add_token_parser(commands)
     add_queue_parser(commands)
+    add_watch_parser(commands)
     add_speakers_parser(commands)
     add_dictate_parser(commands)
     add_offload_parser(commands)
@@ -140,6 +142,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, open_fi
     handlers: dict[str, Callable[[], int]] = {
         "transcribe": lambda: cmd_transcribe(args),
         "queue": lambda: cmd_queue(args),
+        "watch": lambda: cmd_watch(args),
         "models": lambda: cmd_models(args),
         "token": lambda: cmd_token(args),
         "speakers": lambda: cmd_speakers(args, data_dir),

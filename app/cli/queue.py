@@ -6,7 +6,7 @@ import argparse
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.common import (
     ProgressBar,
@@ -18,6 +18,9 @@ from app.cli.common import (
 )
 from app.core.engine.export import DEFAULT_FORMATS
 from app.core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from app.core.queue.worker import JobEvent
 
 
 def add_queue_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -159,37 +162,10 @@ def _queue_list(store: Any, as_json: bool) -> int:
 def _queue_run(store: Any, until_empty: bool) -> int:
     import signal
 
-    from app.core.queue.worker import JobEvent, QueueWorker
+    from app.core.queue.worker import QueueWorker
 
-    failures = 0
-    bars: dict[int, ProgressBar] = {}
-
-    def on_event(event: JobEvent) -> None:
-        nonlocal failures
-        if event.kind in ("waiting", "recovered"):
-            print(f"note: {event.message}", file=sys.stderr)
-        if event.kind == "error":  # the queue's disk refused a write: one line, no traceback
-            failures += 1
-            print(f"scriba: error: {event.message}", file=sys.stderr)
-            return
-        if event.job_id is None or event.source is None:
-            return
-        bar = bars.setdefault(event.job_id, ProgressBar(f"[{event.job_id}] {event.source.name}", sys.stderr, True))
-        if event.kind == "progress":
-            bar.update(event)
-        elif event.kind == "done":
-            speed = f", {event.speed:.1f}x real time" if event.speed else ""
-            note = f"; {event.message}" if event.message else ""
-            bar.finish(f"done: job {event.job_id} {event.source}{speed}{note}")
-        elif event.kind == "failed":
-            failures += 1
-            bar.finish(f"failed: job {event.job_id}: {event.message}")
-        elif event.kind == "cancelled":
-            bar.finish(f"cancelled: job {event.job_id} {event.source}")
-        elif event.kind == "requeued":
-            bar.finish(f"stopped: job {event.job_id} {event.source} goes back to the queue")
-
-    worker = QueueWorker(store, on_event=on_event)
+    printer = EventPrinter()
+    worker = QueueWorker(store, on_event=printer)
 
     def interrupt(signum: int, frame: object) -> None:
         worker.stop()
@@ -203,7 +179,40 @@ def _queue_run(store: Any, until_empty: bool) -> int:
         signal.signal(signal.SIGTERM, previous_term)
     if worker.stopping:
         return ExitCode.INTERRUPTED
-    return ExitCode.FAILED if failures else ExitCode.OK
+    return ExitCode.FAILED if printer.failures else ExitCode.OK
+
+
+class EventPrinter:
+    """A queue worker's events on the terminal: a progress line per job, then one line for how it ended."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.bars: dict[int, ProgressBar] = {}
+
+    def __call__(self, event: JobEvent) -> None:
+        if event.kind in ("waiting", "recovered"):
+            print(f"note: {event.message}", file=sys.stderr)
+        if event.kind == "error":  # the queue's disk refused a write: one line, no traceback
+            self.failures += 1
+            print(f"scriba: error: {event.message}", file=sys.stderr)
+            return
+        if event.job_id is None or event.source is None:
+            return
+        name = f"[{event.job_id}] {event.source.name}"
+        bar = self.bars.setdefault(event.job_id, ProgressBar(name, sys.stderr, True))
+        if event.kind == "progress":
+            bar.update(event)
+        elif event.kind == "done":
+            speed = f", {event.speed:.1f}x real time" if event.speed else ""
+            note = f"; {event.message}" if event.message else ""
+            bar.finish(f"done: job {event.job_id} {event.source}{speed}{note}")
+        elif event.kind == "failed":
+            self.failures += 1
+            bar.finish(f"failed: job {event.job_id}: {event.message}")
+        elif event.kind == "cancelled":
+            bar.finish(f"cancelled: job {event.job_id} {event.source}")
+        elif event.kind == "requeued":
+            bar.finish(f"stopped: job {event.job_id} {event.source} goes back to the queue")
 
 
 def _format_seconds(seconds: float | None) -> str:

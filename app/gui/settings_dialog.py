@@ -105,6 +105,13 @@ class SettingsDialog(QDialog):
         output = QHBoxLayout()
         output.addWidget(self.output_dir)
         output.addWidget(browse)
+        self.watch_folder = QLineEdit(settings.job.watch_folder or "")
+        self.watch_folder.setPlaceholderText("none: recordings that appear here are transcribed, exports beside them")
+        browse_watch = QPushButton("Browse…")
+        browse_watch.clicked.connect(lambda: self._browse_into(self.watch_folder, "Watch folder"))
+        watch = QHBoxLayout()
+        watch.addWidget(self.watch_folder)
+        watch.addWidget(browse_watch)
         self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
         format_row = QGridLayout()  # two rows of five: ten formats in one row would widen the dialog
         for index, (fmt, check) in enumerate(self.formats.items()):
@@ -130,6 +137,7 @@ class SettingsDialog(QDialog):
         form.addRow("Speakers (0: detect)", speakers)
         form.addRow("Export finished jobs to", output)
         form.addRow("Export formats", format_row)
+        form.addRow("Watch folder", watch)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -176,9 +184,12 @@ class SettingsDialog(QDialog):
         return box
 
     def _browse(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export finished transcripts to", self.output_dir.text())
+        self._browse_into(self.output_dir, "Export finished transcripts to")
+
+    def _browse_into(self, field: QLineEdit, title: str) -> None:
+        folder = QFileDialog.getExistingDirectory(self, title, field.text())
         if folder:
-            self.output_dir.setText(folder)
+            field.setText(folder)
 
     def _clear_token(self) -> None:
         self.token_cleared = True
@@ -209,4 +220,5 @@ class SettingsDialog(QDialog):
             prompt=self.prompt.text().strip() or None,
             hotwords=self.hotwords.text().strip() or None,
             task=self.task.currentData(),
+            watch_folder=self.watch_folder.text().strip() or None,
         )

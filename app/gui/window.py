@@ -55,6 +55,7 @@ from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
 from app.gui.transcript_view import TranscriptView
 from app.gui.trash_dialog import TrashDialog
+from app.gui.watch_folder import FolderWatcher
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
 
@@ -182,6 +183,10 @@ class MainWindow(QMainWindow):
         self._poll.setInterval(2000)
         self._poll.timeout.connect(self._refresh_if_changed)
         self._poll.start()
+        self.folder_watcher = FolderWatcher(self.store, lambda: self.settings.job_options(), self)
+        self.folder_watcher.queued.connect(self.refresh)
+        self.folder_watcher.queued.connect(self.bridge.wake)
+        self.folder_watcher.set_folder(self.settings.job.watch_folder)
         self._restore_state()
         self.refresh()
         self.set_aside_box: QMessageBox | None = None
@@ -733,6 +738,7 @@ class MainWindow(QMainWindow):
         """New settings apply to jobs added from now on; queued jobs keep the options they were added with."""
         self.settings = settings
         self.settings_store.save(self._with_window_state(settings))
+        self.folder_watcher.set_folder(settings.job.watch_folder)
         try:
             if token:
                 set_secret(HF_TOKEN_KEY, token)
@@ -767,6 +773,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._poll.stop()
+        self.folder_watcher.stop()
         self.transcript_view.commit_pending()  # words typed a moment ago are saved, not lost
         self.export_refresher.flush()
         self.transcript_view.stop_playback()

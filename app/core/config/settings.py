@@ -50,6 +50,8 @@ class JobDefaults:
     prompt: str | None = None  # names and jargon to expect
     hotwords: str | None = None
     task: Task = "transcribe"  # or "translate" (into English)
+    # Recordings that appear here are queued with these defaults, their exports written beside them.
+    watch_folder: str | None = None
 
     def job_options(self) -> JobOptions:
         return JobOptions(

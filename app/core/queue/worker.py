@@ -108,6 +108,9 @@ def _watch_parent(parent_pid: int) -> None:
 
 def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
     """Body of the child process: receive (source, options), send progress and the result, repeat."""
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides what it means (stop, cancel,
+    # requeue) and tells this process through the pipe; here it would only print a traceback mid-job.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
     if niceness:
         with contextlib.suppress(OSError):
