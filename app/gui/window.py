@@ -30,7 +30,7 @@ from app.core.config.settings import Settings, SettingsStore
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
-from app.core.engine.export import FORMATS, ExportResult, export_each, unchanged_since_written
+from app.core.engine.export import ExportResult, export_each, unchanged_since_written
 from app.core.engine.transcript import Transcript
 from app.core.gpu.gpustats import GpuStatsSampler
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
@@ -56,6 +56,7 @@ from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
 from app.gui.transcript_view import TranscriptView
 from app.gui.trash_dialog import TrashDialog
 from app.gui.watch_folder import FolderWatcher
+from app.gui.window_menus import build_menus
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
 
@@ -63,6 +64,13 @@ log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
+    # Made by build_menus (app/gui/window_menus.py).
+    dictate_action: QAction
+    job_actions: dict[str, QAction]
+    offload_action: QAction
+    speakers_action: QAction
+    pause_action: QAction
+
     def __init__(
         self,
         store: JobStore,
@@ -173,7 +181,7 @@ class MainWindow(QMainWindow):
 
         self.language_offer: LanguageOffer | None = None
         self.models_dialog: ModelsDialog | None = None
-        self._build_menus()
+        build_menus(self)
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
         self.bridge.job_event.connect(self._on_worker_event)
@@ -226,62 +234,6 @@ class MainWindow(QMainWindow):
         self.addAction(action)  # shortcuts work wherever the focus is in the window
         return action
 
-    def _build_menus(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        file_menu.addAction(self._action("Add files…", QKeySequence.StandardKey.Open, self.choose_files))
-        file_menu.addAction(self._action("Add folder…", "Ctrl+Shift+O", self.choose_folder))
-        self.dictate_action = self._action("Dictate", "Ctrl+D", self.toggle_dictation)
-        file_menu.addAction(self.dictate_action)
-        export_menu = file_menu.addMenu("Export as")
-        for fmt in FORMATS:
-            export_menu.addAction(
-                self._action(fmt.upper() + "…", None, lambda _=False, f=fmt: self.choose_export((f,)))
-            )
-        file_menu.addAction(self._action("Export…", "Ctrl+E", self.choose_export))
-        file_menu.addSeparator()
-        file_menu.addAction(self._action("Settings…", "Ctrl+,", self.open_settings))
-        file_menu.addAction(self._action("Speech models…", None, lambda: self.open_models()))
-        file_menu.addSeparator()
-        file_menu.addAction(self._action("Quit", QKeySequence.StandardKey.Quit, self.close))
-
-        self.job_actions = {
-            "cancel": self._action("Cancel job", "Ctrl+.", lambda: self._on_selected(self.cancel_job)),
-            "retry": self._action("Retry job", "Ctrl+R", lambda: self._on_selected(self.retry_job)),
-            "remove": self._action(
-                "Remove job", QKeySequence.StandardKey.Delete, lambda: self._on_selected(self.remove_job)
-            ),
-            "up": self._action("Move up", "Alt+Up", lambda: self._on_selected(lambda i: self.move_job(i, -1))),
-            "down": self._action("Move down", "Alt+Down", lambda: self._on_selected(lambda i: self.move_job(i, 1))),
-        }
-        # Delete removes a job only from the queue: in the transcript or a text field it must edit text.
-        remove = self.job_actions["remove"]
-        self.removeAction(remove)
-        remove.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        self.table.addAction(remove)
-        queue_menu = menu.addMenu("&Queue")
-        for action in self.job_actions.values():
-            queue_menu.addAction(action)
-        self.offload_action = self._action("Offload to cloud…", None, lambda: self.open_offload_dialog())
-        self.offload_action.setEnabled(False)
-        queue_menu.addSeparator()
-        queue_menu.addAction(self.offload_action)
-        edit_menu = menu.addMenu("&Edit")
-        # The transcript's undo history, wherever the focus is in the window (a text field keeps its own).
-        for action in (self.transcript_view.undo_action, self.transcript_view.redo_action):
-            self.addAction(action)
-            edit_menu.addAction(action)
-        edit_menu.addSeparator()
-        edit_menu.addAction(self._action("Find in transcript", QKeySequence.StandardKey.Find, self._focus_search))
-        edit_menu.addAction(self._action("Restore removed…", None, self.open_trash))
-        self.speakers_action = self._action("Known speakers…", None, self.open_speakers)
-        edit_menu.addAction(self.speakers_action)
-        view_menu = menu.addMenu("&View")
-        view_menu.addAction(self.gpu_dock.toggleViewAction())
-        view_menu.addAction(self.dictation_dock.toggleViewAction())
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction(self._action("About Scriba", None, self._about))
-
     def _context_menu(self, point: QPoint) -> None:
         index = self.table.indexAt(point)
         if not index.isValid():
@@ -320,6 +272,16 @@ class MainWindow(QMainWindow):
         if self.store.changed():  # a cheap pragma; the table is read again only after another commit
             self.refresh()
 
+    def toggle_pause(self, paused: bool) -> None:
+        """Pause: the running job finishes and no new one starts; resume: the queue goes on."""
+        if paused:
+            self.bridge.worker.pause()
+        else:
+            self.bridge.worker.resume()
+        self.pause_action.setChecked(paused)
+        self.pause_action.setText("Resume queue" if paused else "Pause queue")
+        self.refresh()
+
     def refresh(self) -> None:
         selected = self.selected_job_id()
         jobs = self.store.jobs()
@@ -330,6 +292,7 @@ class MainWindow(QMainWindow):
         self.worker_label.setText(
             f"{counts[JobState.QUEUED]} queued · {counts[JobState.RUNNING]} running · {counts[JobState.DONE]} done"
             + (f" · {counts[JobState.FAILED]} failed" if counts[JobState.FAILED] else "")
+            + (" · paused (Queue › Resume)" if self.bridge.worker.paused else "")
         )
         self._update_offload_action()
 

@@ -401,6 +401,7 @@ class QueueWorker:
         self._store_interval = store_interval
         self._stop = CancelToken()  # the worker stops; the running job goes back to the queue
         self._wake = threading.Event()
+        self._paused = threading.Event()
         self.current_job_id: int | None = None
         # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
         # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
@@ -409,6 +410,18 @@ class QueueWorker:
     def wake(self) -> None:
         """Jobs were added: look at the queue now instead of at the next poll."""
         self._wake.set()
+
+    def pause(self) -> None:
+        """From any thread: start no new job (the running one finishes) until :meth:`resume`."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
 
     def stop(self) -> None:
         """From any thread: the running job goes back to the queue (it starts again next time)."""
@@ -426,6 +439,13 @@ class QueueWorker:
         last_reclaim = -RECLAIM_INTERVAL
         try:
             while not self._stop.cancelled:
+                if self._paused.is_set():
+                    # Not even the lock is taken: another Scriba on this queue may run jobs meanwhile.
+                    if until_empty:
+                        break
+                    self._wake.wait(idle_poll)
+                    self._wake.clear()
+                    continue
                 # One job at a time per queue, across processes too (the window and `scriba queue run`
                 # side by side must not run two models on one GPU). The lock is held per job, so two
                 # workers take turns and `--until-empty` ends when the other one has emptied the queue.
