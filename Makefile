@@ -8,12 +8,15 @@ STAMP := $(VENV)/.scriba-installed
 # espeak-ng: synthetic multi-voice speech for the tests. Then what Qt (PySide6) needs to open a window and play
 # audio offscreen on a minimal Debian. xvfb, xterm, xclip: dictation typed into (and copied for) a real second
 # program on a real X server (tests/test_desktop_x11.py).
-APT_PACKAGES := espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client xvfb xterm xclip
+# Qt's xcb platform plugin (the window on an X11 desktop): what libqxcb.so links against beyond libxcb itself.
+# A fresh Debian desktop lacks libxcb-cursor0, libxcb-icccm4 and libxcb-keysyms1, and `scriba` then cannot open.
+QT_XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-util1 libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libx11-xcb1
+APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client xvfb xterm xclip
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
+.PHONY: desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -26,7 +29,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 system-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+
+# What the window needs on a desktop (Debian/Ubuntu): installed with apt as root or through sudo; elsewhere the
+# command to type is printed (`scriba` itself says which libraries are missing before Qt would abort).
+desktop-deps:
+	@if command -v dpkg >/dev/null 2>&1; then $(MAKE) --no-print-directory apt-install PACKAGES="$(QT_XCB_PACKAGES) libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2"; \
+	else echo "not Debian/Ubuntu: install Qt 6's xcb libraries (Fedora: sudo dnf install xcb-util-cursor xcb-util-wm xcb-util-keysyms xcb-util-image xcb-util-renderutil libxkbcommon-x11)"; fi
+
+apt-install:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -34,7 +46,7 @@ system-deps:
 	fi
 
 # Open the window (builds the environment first when needed).
-run: venv
+run: venv desktop-deps
 	$(BIN)/scriba
 
 test: venv system-deps

@@ -431,3 +431,22 @@ def test_transcribe_queue_add_and_offload_run_take_one_set_of_job_options() -> N
     queue_add.output_dir = offload_run.output_dir = Path(".")
     assert job_options_from_args(transcribe) == job_options_from_args(queue_add) == job_options_from_args(offload_run)
     assert job_options_from_args(transcribe).formats == ("srt", "txt")
+
+
+@pytest.mark.unit
+def test_missing_qt_libraries_are_named_with_the_command_that_installs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh Debian desktop lacks some of the libraries Qt's xcb plugin links against; Qt then aborts with
+    "Could not load the Qt platform plugin xcb". Which ones are missing is asked of the machine's own library
+    lookup; here two are taken away from it."""
+    import ctypes.util
+
+    from app.cli import window
+
+    real = ctypes.util.find_library
+    monkeypatch.setattr(
+        ctypes.util, "find_library", lambda name: None if name in ("xcb-icccm", "xcb-keysyms") else real(name)
+    )
+    problem = window.display_problem({"DISPLAY": ":0"})
+    assert problem is not None
+    assert "`sudo apt install libxcb-icccm4 libxcb-keysyms1`" in problem and "xcb-util-wm xcb-util-keysyms" in problem
+    assert "make run" in problem

@@ -34,12 +34,37 @@ def display_problem(environ: Mapping[str, str] | None = None) -> str | None:
     return _xcb_problem(display)
 
 
+# What Qt's xcb plugin (libqxcb.so and libQt6XcbQpa, PySide6 6.7-6.11) links against, by the name
+# ctypes.util.find_library knows it, with the Debian/Ubuntu and Fedora packages that hold it. Read from the
+# libraries' NEEDED entries; a fresh Debian desktop lacked the first three.
+XCB_LIBRARIES: tuple[tuple[str, str, str], ...] = (
+    ("xcb-cursor", "libxcb-cursor0", "xcb-util-cursor"),
+    ("xcb-icccm", "libxcb-icccm4", "xcb-util-wm"),
+    ("xcb-keysyms", "libxcb-keysyms1", "xcb-util-keysyms"),
+    ("xcb-image", "libxcb-image0", "xcb-util-image"),
+    ("xcb-render-util", "libxcb-render-util0", "xcb-util-renderutil"),
+    ("xcb-util", "libxcb-util1", "xcb-util"),
+    ("xkbcommon-x11", "libxkbcommon-x11-0", "libxkbcommon-x11"),
+    ("xcb-randr", "libxcb-randr0", "libxcb"),
+    ("xcb-shape", "libxcb-shape0", "libxcb"),
+    ("xcb-xkb", "libxcb-xkb1", "libxcb"),
+    ("X11-xcb", "libx11-xcb1", "libX11-xcb"),
+)
+
+
+def missing_xcb_packages() -> tuple[list[str], list[str]]:
+    """The Debian and the Fedora packages that hold the xcb libraries this machine lacks."""
+    missing = [entry for entry in XCB_LIBRARIES if ctypes.util.find_library(entry[0]) is None]
+    return list(dict.fromkeys(entry[1] for entry in missing)), list(dict.fromkeys(entry[2] for entry in missing))
+
+
 def _xcb_problem(display: str) -> str | None:
-    """Qt's xcb plugin needs libxcb-cursor (Qt 6.5+) and a reachable X server."""
-    if ctypes.util.find_library("xcb-cursor") is None:
+    """Qt's xcb plugin needs its libraries and a reachable X server."""
+    debian, fedora = missing_xcb_packages()
+    if debian:
         return (
-            "the window needs the library libxcb-cursor, which is not installed: install it "
-            "(Debian/Ubuntu: `sudo apt install libxcb-cursor0`; Fedora: `sudo dnf install xcb-util-cursor`)"
+            f"the window needs libraries that are not installed: `sudo apt install {' '.join(debian)}` "
+            f"(Debian/Ubuntu), `sudo dnf install {' '.join(fedora)}` (Fedora); or run `make run`, which installs them"
         )
     library = ctypes.util.find_library("xcb")
     if library is None:
