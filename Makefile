@@ -16,7 +16,7 @@ APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfon
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
+.PHONY: screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -92,6 +92,11 @@ package: venv
 # resources/screenshot.png for the README: a real window under Xvfb (installs xvfb, xdotool, imagemagick).
 screenshot: venv system-deps
 	bash packaging/screenshot.sh resources/screenshot.png
+
+# The transcript editor on a real AMI meeting, light and dark, for the README.
+screenshots: screenshot
+	SCREENSHOT_SELECT=project-meeting.wav SCREENSHOT_RENAME=Chair SCREENSHOT_THEME=light bash packaging/screenshot.sh resources/editor-light.png
+	SCREENSHOT_SELECT=project-meeting.wav SCREENSHOT_RENAME=Chair SCREENSHOT_THEME=dark bash packaging/screenshot.sh resources/editor-dark.png
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

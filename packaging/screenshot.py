@@ -72,6 +72,7 @@ def main() -> int:
     parser.add_argument("--ready", type=Path, required=True, help="written (window id) once the window is painted")
     parser.add_argument("--size", default="1300x800")
     parser.add_argument("--hold", type=float, default=120.0, help="seconds to stay open at most")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), default="system")
     args = parser.parse_args()
 
     from PySide6.QtCore import QTimer
@@ -82,6 +83,9 @@ def main() -> int:
     from app.gui.window import MainWindow
 
     app = create_application(["scriba"])
+    from app.gui.theme import apply_theme
+
+    apply_theme(args.theme)
     store = JobStore(args.data_dir)
     jobs = [job for job in store.jobs() if job.source.name == args.select and job.state is JobState.DONE]
     if not jobs:

@@ -7,8 +7,9 @@
 #
 # Installs the Debian packages it needs when they are missing (apt-get; as root or through sudo).
 # Environment: PYTHON (default .venv/bin/python), SCREENSHOT_DISPLAY (default :99, or the next free one),
-# SCREENSHOT_SIZE (default 1300x800), SCREENSHOT_SELECT (the job shown: interview.wav, customer-call.wav
-# or team-meeting.wav).
+# SCREENSHOT_SIZE (default 1300x800), SCREENSHOT_SELECT (the job shown: interview.wav, customer-call.wav,
+# team-meeting.wav, or project-meeting.wav: a real AMI meeting, from SCREENSHOT_AMI or ../shared/real-speech),
+# SCREENSHOT_THEME (system, light or dark), SCREENSHOT_RENAME (the first speaker's new name).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,9 +68,14 @@ print(pathlib.Path(next(iter(spec.submodule_search_locations))) / "sample" / "sa
 cp "$SAMPLE" "$MEDIA/customer-call.wav"
 "$PYTHON" packaging/screenshot.py recordings "$MEDIA"
 cp "$MEDIA/team-meeting.wav" "$MEDIA/follow-up-call.wav"
+# A real meeting (AMI ES2003a's first 30 s, four people, human-labelled) when the shared recordings are here.
+AMI="${SCREENSHOT_AMI:-$ROOT/../shared/real-speech/ami_ES2003a_0-30.wav}"
+MEETING=()
+if [ -f "$AMI" ]; then cp "$AMI" "$MEDIA/project-meeting.wav"; MEETING=("$MEDIA/project-meeting.wav"); fi
 
 echo "transcribing (bundled tiny.en, built-in diarizer)…"
-"$SCRIBA" --data-dir "$DATA" queue add "$MEDIA/team-meeting.wav" "$MEDIA/customer-call.wav" "$MEDIA/interview.wav"
+"$SCRIBA" --data-dir "$DATA" queue add "$MEDIA/team-meeting.wav" "$MEDIA/customer-call.wav" "$MEDIA/interview.wav" \
+  "${MEETING[@]}"
 "$SCRIBA" --data-dir "$DATA" queue run --until-empty
 # A fourth file stays queued (the window's worker is not started), to show a waiting job too.
 "$SCRIBA" --data-dir "$DATA" queue add "$MEDIA/follow-up-call.wav"
@@ -92,7 +98,7 @@ xdotool getdisplaygeometry >/dev/null || { echo "Xvfb did not start on $DISPLAY"
 READY="$WORK/ready"
 "$PYTHON" packaging/screenshot.py window --data-dir "$DATA" --config-dir "$WORK/settings" \
   --select "${SCREENSHOT_SELECT:-interview.wav}" \
-  --rename Interviewer --size "$SIZE" --ready "$READY" &
+  --rename "${SCREENSHOT_RENAME:-Interviewer}" --size "$SIZE" --ready "$READY" --theme "${SCREENSHOT_THEME:-system}" &
 WINDOW_PID=$!
 for _ in $(seq 300); do
   [ -s "$READY" ] && break

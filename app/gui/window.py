@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDockWidget,
@@ -53,6 +53,7 @@ from app.gui.offload_dialog import OffloadDialog
 from app.gui.orphan_sweep import OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
+from app.gui.theme import apply_theme
 from app.gui.transcript_view import TranscriptView
 from app.gui.trash_dialog import TrashDialog
 from app.gui.watch_folder import FolderWatcher
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
     offload_action: QAction
     speakers_action: QAction
     pause_action: QAction
+    theme_actions: QActionGroup
 
     def __init__(
         self,
@@ -84,6 +86,8 @@ class MainWindow(QMainWindow):
         self.store = store
         self.settings_store = settings_store
         self.settings: Settings = settings_store.load()
+        if self.settings.window.theme != "system":
+            apply_theme(self.settings.window.theme)
         self.notifications: list[tuple[str, str]] = []
         self._desktop_notifier = DesktopNotifier(self)
         self._batch_results: dict[str, int] = {}
@@ -271,6 +275,13 @@ class MainWindow(QMainWindow):
     def _refresh_if_changed(self) -> None:
         if self.store.changed():  # a cheap pragma; the table is read again only after another commit
             self.refresh()
+
+    def set_theme(self, theme: str) -> None:
+        """View › Theme: system, light or dark; remembered with the window."""
+        apply_theme(theme)
+        self.settings = self.settings.with_window(theme=theme)
+        self.settings_store.save(self._with_window_state(self.settings))
+        self.refresh()  # the queue's state colours are chosen for the palette
 
     def toggle_pause(self, paused: bool) -> None:
         """Pause: the running job finishes and no new one starts; resume: the queue goes on."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
 from app.core.engine.export import FORMATS
+from app.gui.theme import THEMES
 
 if TYPE_CHECKING:
     from app.gui.window import MainWindow
@@ -72,5 +73,14 @@ def build_menus(window: MainWindow) -> None:
     view_menu = menu.addMenu("&View")
     view_menu.addAction(window.gpu_dock.toggleViewAction())
     view_menu.addAction(window.dictation_dock.toggleViewAction())
+    theme_menu = view_menu.addMenu("Theme")
+    window.theme_actions = QActionGroup(window)
+    for theme in THEMES:
+        action = QAction(theme.capitalize(), window)
+        action.setCheckable(True)
+        action.setChecked(theme == window.settings.window.theme)
+        action.triggered.connect(lambda _=False, chosen=theme: window.set_theme(chosen))
+        window.theme_actions.addAction(action)
+        theme_menu.addAction(action)
     help_menu = menu.addMenu("&Help")
     help_menu.addAction(window._action("About Scriba", None, window._about))

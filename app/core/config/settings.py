@@ -81,6 +81,7 @@ class WindowState:
     state: str | None = None
     splitter: str | None = None
     last_folder: str | None = None
+    theme: str = "system"  # or "light", "dark" (View › Theme)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ def _valid(name: str, value: Any, default: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
     if name == "formats":
         return isinstance(value, list | tuple) and bool(value) and all(item in FORMATS for item in value)
+    if name == "theme":
+        return value in ("system", "light", "dark")
     if name == "task":
         return value in ("transcribe", "translate")
     if name == "budget_usd":
