@@ -73,6 +73,7 @@ from app.cloud.pricing.report import option_figures
 from app.core.config.settings import OffloadPreferences
 from app.core.queue.jobs import JobOptions, JobStore
 from app.gui.main_thread import deliver_on_main_thread
+from app.gui.provider_keys import ProviderKeysDialog
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import OffloadEvent
@@ -245,8 +246,12 @@ class OffloadDialog(QDialog):
         layout.addWidget(self.excluded_toggle)
         layout.addWidget(self.excluded_table)
         layout.addWidget(self.notes_label)
+        self.keys_button = QPushButton("API keys…")
+        self.keys_button.setToolTip("Your Vast.ai, Lambda or RunPod key, kept in the system keyring")
+        self.keys_button.clicked.connect(self.open_keys)
         where = QHBoxLayout()
         where.addWidget(self.rent_choice)
+        where.addWidget(self.keys_button)
         where.addWidget(self.ssh_choice)
         where.addStretch(1)
         layout.addLayout(where)
@@ -260,6 +265,13 @@ class OffloadDialog(QDialog):
         self.resize(980, 720)
         self._update_run_button()
         self._start_estimate()
+
+    def open_keys(self) -> ProviderKeysDialog:
+        """The providers' API keys (window-modal); a key set here is used by the next Run."""
+        dialog = ProviderKeysDialog(self)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.show()
+        return dialog
 
     def _with_browse(self, field: QLineEdit, title: str) -> QWidget:
         button = QToolButton()
