@@ -55,9 +55,11 @@ from app.core.engine.audio import SAMPLE_RATE
 from app.core.engine.transcript import Word
 from app.core.paths import data_dir
 from app.core.queue.jobs import JobStore
+from app.gui.dictation_model import DictationModelPicker
 from app.gui.global_hotkey import GlobalHotkey
 from app.gui.listening_indicator import ListeningIndicator
 from app.gui.main_thread import deliver_on_main_thread
+from app.gui.theme import mix_colours
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +80,6 @@ class PanelState(Enum):
 
 def microphone_source(device: InputDevice) -> AudioSource:
     return MicrophoneSource(device)
-
-
-def _mix(first: QColor, second: QColor, weight: float) -> QColor:
-    """``weight`` of ``first`` and the rest of ``second``, channel by channel."""
-    return QColor.fromRgbF(
-        first.redF() * weight + second.redF() * (1 - weight),
-        first.greenF() * weight + second.greenF() * (1 - weight),
-        first.blueF() * weight + second.blueF() * (1 - weight),
-    )
 
 
 def _shifted(event: DictationEvent, offset: float) -> DictationEvent:
@@ -297,6 +290,8 @@ class DictationPanel(QWidget):
         self.hotkey_edit.setPlaceholderText("e.g. ctrl+alt+d")
         self.hotkey_edit.setToolTip("Starts and stops dictation while another program has the focus (X11)")
         self.hotkey_edit.editingFinished.connect(self._hotkey_edited)
+        self.model_picker = DictationModelPicker(str(self.options.model), self.options.language)
+        self.model_picker.changed.connect(self._model_chosen)
         self.hotkey_mode_combo = QComboBox()
         self.hotkey_mode_combo.setAccessibleName("Hotkey mode")
         self.hotkey_mode_combo.addItem("Press to start/stop", "toggle")
@@ -309,6 +304,7 @@ class DictationPanel(QWidget):
         inputs.addWidget(self.refresh_button)
         inputs.addWidget(self.level_meter, 1)
         inputs.addWidget(self.clock_label)
+        inputs.addWidget(self.model_picker)
         buttons = QHBoxLayout()
         for button in (self.start_button, self.copy_button, self.clear_button, self.save_button):
             buttons.addWidget(button)
@@ -390,6 +386,9 @@ class DictationPanel(QWidget):
             self.start()
         elif self.state in (PanelState.LOADING, PanelState.RUNNING):
             self.stop()
+
+    def _model_chosen(self, model: str, language: str | None) -> None:
+        self.options = dataclasses.replace(self.options, model=model, language=language)  # from the next Start
 
     def can_start(self) -> bool:
         return self.state is PanelState.IDLE and (self._source_factory is not None or self._microphone_problem is None)
@@ -521,6 +520,7 @@ class DictationPanel(QWidget):
         self.start_button.setEnabled(self.can_start() or self.state in (PanelState.LOADING, PanelState.RUNNING))
         self.device_combo.setEnabled(idle)
         self.refresh_button.setEnabled(idle)
+        self.model_picker.setEnabled(idle)
         self.clear_button.setEnabled(idle and (bool(self._final_text) or bool(self._recordings)))
         self.save_button.setEnabled(self.can_save())
         self.copy_button.setEnabled(bool(self._final_text))
@@ -559,7 +559,7 @@ class DictationPanel(QWidget):
     def partial_color(self) -> QColor:
         """Halfway between the text and the background: lighter on a light theme, darker on a dark one."""
         palette = self.view.palette()
-        return _mix(palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base), 0.45)
+        return mix_colours(palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base), 0.45)
 
     def _separator(self, text: str) -> str:
         if not self._final_text or not text:

@@ -66,5 +66,15 @@ def apply_theme(theme: str) -> None:
     app.setPalette(dark_palette() if dark else fusion.standardPalette())
 
 
+def mix_colours(first: QColor, second: QColor, weight: float) -> QColor:
+    """``weight`` of ``first`` and the rest of ``second``, channel by channel (a colour between text and base
+    that reads on any palette)."""
+    return QColor.fromRgbF(
+        first.redF() * weight + second.redF() * (1 - weight),
+        first.greenF() * weight + second.greenF() * (1 - weight),
+        first.blueF() * weight + second.blueF() * (1 - weight),
+    )
+
+
 def is_dark() -> bool:
     return QGuiApplication.palette().color(QPalette.ColorRole.Base).lightness() < 128

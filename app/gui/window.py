@@ -154,15 +154,17 @@ class MainWindow(QMainWindow):
         self.gpu_dock.setWidget(self.gpu_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.gpu_dock)
         self.statusBar().addPermanentWidget(self.gpu_panel.compact_label)
-        # Dictation runs tiny.en on the CPU whatever the queue's settings: it must keep up with speech on any
-        # machine, and it leaves the GPU (and its memory) to the jobs. Tabbed with the GPU dock, hidden until
-        # wanted; the Dictate action (Ctrl+D) shows it.
+        # Dictation runs its own model (tiny.en unless chosen in the panel) on the CPU whatever the queue's
+        # settings: it must keep up with speech, and it leaves the GPU (and its memory) to the jobs. Tabbed with
+        # the GPU dock, hidden until wanted; the Dictate action (Ctrl+D) shows it.
+        dictation = self.settings.dictation
         self.dictation_panel = DictationPanel(
-            DictationOptions(model="tiny.en", device="cpu"),
+            DictationOptions(model=dictation.model, language=dictation.language, device="cpu"),
             store=store,
             save_directory=self.dictation_directory,
         )
         self.dictation_panel.saved.connect(self._dictation_saved)
+        self.dictation_panel.model_picker.changed.connect(self._dictation_model_changed)
         self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
         self.dictation_panel.set_output_mode(
             "copy"
@@ -678,6 +680,10 @@ class MainWindow(QMainWindow):
 
     def _dictation_desktop_changed(self, output: str | None, hotkey: str | None, mode: str) -> None:
         self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
+        self.settings_store.save(self._with_window_state(self.settings))
+
+    def _dictation_model_changed(self, model: str, language: str | None) -> None:
+        self.settings = self.settings.with_dictation(model=model, language=language)
         self.settings_store.save(self._with_window_state(self.settings))
 
     def dictation_directory(self) -> Path:

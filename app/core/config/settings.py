@@ -92,6 +92,9 @@ class DictationPreferences:
     output: str | None = None
     hotkey: str | None = None
     hotkey_mode: str = "toggle"
+    # Dictation's own model and language (file jobs use JobDefaults'): it must keep up with speech on the CPU.
+    model: str = "tiny.en"
+    language: str | None = None
 
 
 @dataclass(frozen=True)

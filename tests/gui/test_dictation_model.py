@@ -1,0 +1,24 @@
+"""Dictation's own model and language (issue 15 part 3), apart from the file jobs' Settings: chosen in the panel
+from the models on disk, used from the next Start, remembered with the window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.engine.models import installed_models
+
+
+def test_the_dictation_model_and_language_are_its_own_and_remembered(open_window: Any, tmp_path: Any) -> None:
+    window = open_window(start_worker=False)
+    picker = window.dictation_panel.model_picker
+    on_disk = [model.name for model in installed_models()]
+    assert [picker.model_combo.itemData(i) for i in range(picker.model_combo.count())] == on_disk
+    assert picker.model() == "tiny.en" and picker.language() is None
+    picker.language_edit.setText("EN")
+    picker.language_edit.editingFinished.emit()
+    assert window.dictation_panel.options.language == "en"  # what the next Start decodes with
+    assert window.settings.dictation.language == "en" and window.settings.job.language is None  # not the jobs'
+    window.close()
+    again = open_window(start_worker=False)
+    assert again.dictation_panel.options.language == "en" and again.dictation_panel.model_picker.language() == "en"
+    assert again.dictation_panel.options.model == "tiny.en"
