@@ -28,8 +28,13 @@ $(STAMP): pyproject.toml
 	uv pip install --quiet --python $(BIN)/python -e ".[test]"
 	@touch $(STAMP)
 
+# LibreOffice without its GUI: the tests open the Word and CSV exports in it, as a person would (without the
+# recommended packages: a few hundred MB instead of over a GB).
+OFFICE_PACKAGES := libreoffice-writer-nogui libreoffice-calc-nogui
+
 system-deps:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(OFFICE_PACKAGES)" APT_FLAGS=--no-install-recommends
 
 # What the window needs on a desktop (Debian/Ubuntu): installed with apt as root or through sudo; elsewhere the
 # command to type is printed (`scriba` itself says which libraries are missing before Qt would abort).
@@ -41,8 +46,8 @@ apt-install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_FLAGS) $$missing >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_FLAGS) $$missing >/dev/null; fi; \
 	fi
 
 # Open the window (builds the environment first when needed).
