@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from app.core.engine.export import DEFAULT_FORMATS, FORMATS
+from app.core.engine.export import DEFAULT_FORMATS, FORMATS, parse_time
 
 if TYPE_CHECKING:
     from app.core.queue.jobs import JobOptions
@@ -49,19 +49,10 @@ def positive(value: str) -> int:
 
 def moment(text: str) -> float:
     """A time in the recording: ``90``, ``1:30``, ``1:02:03.5``."""
-    parts = text.strip().split(":")
     try:
-        if len(parts) > 3 or any(part == "" for part in parts):
-            raise ValueError
-        seconds = 0.0
-        for index, part in enumerate(parts):
-            value = float(part)
-            if value < 0 or (index > 0 and value >= 60):  # minutes and seconds after a colon stay under 60
-                raise ValueError
-            seconds = seconds * 60 + value
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS") from None
-    return seconds
+        return parse_time(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 QUEUE_OUTPUT_HELP = "export here when done (default: keep in the queue)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable
@@ -54,6 +55,7 @@ from app.gui.orphan_sweep import OrphanSweep
 from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
 from app.gui.theme import apply_theme
+from app.gui.time_range import TimeRangeDialog
 from app.gui.transcript_view import TranscriptView
 from app.gui.trash_dialog import TrashDialog
 from app.gui.watch_folder import FolderWatcher
@@ -258,12 +260,30 @@ class MainWindow(QMainWindow):
         # job back; a job really running is refused with a message.
         self.job_actions["retry"].setEnabled(job.state is not JobState.QUEUED)
         self.job_actions["remove"].setEnabled(True)
+        self.job_actions["part"].setEnabled(job.state is JobState.QUEUED)
         for action in self.job_actions.values():
             menu.addAction(action)
         self._update_offload_action()
         menu.addSeparator()
         menu.addAction(self.offload_action)
         menu.popup(self.table.viewport().mapToGlobal(point))
+
+    def choose_time_range(self, job_id: int) -> TimeRangeDialog | None:
+        """Queue › Transcribe a part…: only a stretch of a queued job's recording (window-modal dialog)."""
+        job = self.store.get(job_id)
+        if job.state is not JobState.QUEUED:
+            self.statusBar().showMessage(f"{job.source.name} is {job.state.value}: only a queued job can change", 8000)
+            return None
+        dialog = TimeRangeDialog(job, self)
+        dialog.accepted.connect(lambda: self._set_options(job_id, dialog.options))
+        dialog.open()
+        return dialog
+
+    def _set_options(self, job_id: int, options: JobOptions | None) -> None:
+        if options is not None:
+            with contextlib.suppress(JobNotFoundError, JobStateError):  # it started or went meanwhile
+                self.store.set_options(job_id, options)
+            self.refresh()
 
     def _focus_search(self) -> None:
         self.transcript_view.search.setFocus()

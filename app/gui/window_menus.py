@@ -41,6 +41,7 @@ def build_menus(window: MainWindow) -> None:
         ),
         "up": window._action("Move up", "Alt+Up", lambda: window._on_selected(lambda i: window.move_job(i, -1))),
         "down": window._action("Move down", "Alt+Down", lambda: window._on_selected(lambda i: window.move_job(i, 1))),
+        "part": window._action("Transcribe a part…", None, lambda: window._on_selected(window.choose_time_range)),
     }
     # Delete removes a job only from the queue: in the transcript or a text field it must edit text.
     remove = window.job_actions["remove"]

@@ -49,6 +49,23 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
 
 
+def parse_time(text: str) -> float:
+    """A time as people write it: ``90``, ``1:30``, ``1:02:03.5`` (seconds); ValueError when it is not one."""
+    parts = text.strip().split(":")
+    if len(parts) > 3 or any(part.strip() == "" for part in parts):
+        raise ValueError(f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS")
+    seconds = 0.0
+    for index, part in enumerate(parts):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS") from None
+        if value < 0 or (index > 0 and value >= 60):  # minutes and seconds after a colon stay under 60
+            raise ValueError(f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS")
+        seconds = seconds * 60 + value
+    return seconds
+
+
 def to_txt(transcript: Transcript) -> str:
     """One paragraph per speaker turn, headed by the speaker and the time the turn starts."""
     paragraphs: list[str] = []

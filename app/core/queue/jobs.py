@@ -591,6 +591,15 @@ class JobStore(SqliteDatabase):
                 raise JobStateError(f"job {job_id} is already {state.value}; nothing to cancel")
         return self.get(job_id)
 
+    def set_options(self, job_id: int, options: JobOptions) -> Job:
+        """Change what a queued job will do (a time range, another model) before it starts."""
+        with self._transaction() as db:
+            state = self._state_in(db, job_id)
+            if state is not JobState.QUEUED:
+                raise JobStateError(f"job {job_id} is {state.value}; only a queued job's options can change")
+            db.execute("UPDATE jobs SET options = ? WHERE id = ?", (json.dumps(options.to_dict()), job_id))
+        return self.get(job_id)
+
     def retry(self, job_id: int, options: JobOptions | None = None) -> Job:
         """Failed, cancelled or done: queue it again (at the end of the queue). "Running" in a process that is
         gone: queued again (where it is). ``options``: run it with these instead of the ones it was added with
