@@ -13,7 +13,6 @@ re-queued job is.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubState]:
 
 def failed_with_an_offer(open_window: Any, qtbot: Any, german: Path) -> tuple[Any, int]:
     window = open_window()
-    window.apply_settings(replace(window.settings, language="de"))
+    window.apply_settings(window.settings.with_job(language="de"))
     (job,) = window.add_paths([german])
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.FAILED, timeout=LONG_WAIT)
     assert "English only" in (window.store.get(job.id).error or "")
