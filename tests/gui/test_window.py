@@ -313,6 +313,7 @@ def test_queue_shortcuts_and_context_menu(open_window, qtbot, tmp_path: Path) ->
         "Remove job",
         "Move up",
         "Move down",
+        "Transcribe a part…",
         "",
         "Offload to cloud…",
     ]

@@ -402,6 +402,7 @@ class QueueWorker:
         self._stop = CancelToken()  # the worker stops; the running job goes back to the queue
         self._wake = threading.Event()
         self._paused = threading.Event()
+        self._pause_lock = threading.Lock()
         self.current_job_id: int | None = None
         # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
         # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
@@ -412,8 +413,10 @@ class QueueWorker:
         self._wake.set()
 
     def pause(self) -> None:
-        """From any thread: start no new job (the running one finishes) until :meth:`resume`."""
-        self._paused.set()
+        """From any thread: start no new job (the running one finishes) until :meth:`resume`. Waits for a
+        claim under way, so that no job starts after this returns."""
+        with self._pause_lock:
+            self._paused.set()
 
     def resume(self) -> None:
         self._paused.clear()
@@ -473,7 +476,9 @@ class QueueWorker:
                     if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
                         last_reclaim = time.monotonic()
                         self._reclaim()
-                    job = self._claim_next()
+                    # Checked again under the pause lock: once pause() has returned, no job is claimed.
+                    with self._pause_lock:
+                        job = None if self._paused.is_set() else self._claim_next()
                     if job is not None:
                         announced_idle = False
                         self.run_job(job)
