@@ -6,12 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
 from app.core.engine.export import clock
 from app.core.queue.jobs import Job, JobState
 from app.core.queue.worker import JobEvent
+from app.gui.theme import is_dark
 
 COLUMNS = ("File", "Duration", "State", "Progress", "Speed", "ETA")
 PROGRESS_COLUMN = COLUMNS.index("Progress")
@@ -36,7 +37,7 @@ DARK_THEME_PARTIAL_COLOUR = QColor("#ffb74d")
 
 def state_colour(job: Job) -> QColor | None:
     """The state column's colour for the palette in use (light or dark theme)."""
-    dark_theme = QApplication.palette().color(QPalette.ColorRole.Base).lightness() < 128
+    dark_theme = is_dark()
     if job.partial:
         return DARK_THEME_PARTIAL_COLOUR if dark_theme else PARTIAL_COLOUR
     return (_DARK_THEME_STATE_COLOURS if dark_theme else _STATE_COLOURS).get(job.state)

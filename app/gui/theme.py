@@ -76,5 +76,6 @@ def mix_colours(first: QColor, second: QColor, weight: float) -> QColor:
     )
 
 
-def is_dark() -> bool:
-    return QGuiApplication.palette().color(QPalette.ColorRole.Base).lightness() < 128
+def is_dark(palette: QPalette | None = None) -> bool:
+    """Whether ``palette`` (default: the application's) is a dark one: a dark base under light text."""
+    return (palette or QGuiApplication.palette()).color(QPalette.ColorRole.Base).lightness() < 128

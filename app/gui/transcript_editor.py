@@ -33,6 +33,7 @@ from PySide6.QtWidgets import QTextEdit, QWidget
 from app.core.engine.export import clock
 from app.core.engine.transcript import Transcript
 from app.core.engine.transcript_edit import Paragraph, paragraph_tokens
+from app.gui.theme import is_dark
 
 # Below this, Whisper's word probability is more often wrong than not worth a second look: marked.
 LOW_CONFIDENCE = 0.5
@@ -47,7 +48,7 @@ def speaker_colour(speakers: tuple[str, ...], speaker: str | None, palette: QPal
     """A speaker's colour for text on the palette's base: light on a dark theme, dark on a light one."""
     if speaker is None or speaker not in speakers:
         return palette.color(QPalette.ColorRole.Text)
-    dark_theme = palette.color(QPalette.ColorRole.Base).lightness() < 128
+    dark_theme = is_dark(palette)
     hue = SPEAKER_HUES[speakers.index(speaker) % len(SPEAKER_HUES)]
     return QColor.fromHsl(hue, 170, 180 if dark_theme else 80)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Iterable
@@ -281,8 +280,10 @@ class MainWindow(QMainWindow):
 
     def _set_options(self, job_id: int, options: JobOptions | None) -> None:
         if options is not None:
-            with contextlib.suppress(JobNotFoundError, JobStateError):  # it started or went meanwhile
+            try:
                 self.store.set_options(job_id, options)
+            except (JobNotFoundError, JobStateError) as error:  # it started or went while the dialog was open
+                self.statusBar().showMessage(f"The part was not set: {error}", 10000)
             self.refresh()
 
     def _focus_search(self) -> None:

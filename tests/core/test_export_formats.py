@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -106,8 +107,14 @@ def test_a_transcript_without_speakers_or_words() -> None:
     )
     assert export.to_qda(plain).startswith("[00:00:00] Hello there. And you? Fine, <thanks>")
     empty = Transcript(**{**base.__dict__, "segments": (), "speakers": ()})
-    for fmt in export.FORMATS:
-        export.render(empty, fmt)  # an empty recording still exports (a header, no rows)
+    # An empty recording still exports: what a reader needs to open it, and no rows.
+    rendered = {fmt: export.render(empty, fmt) for fmt in export.FORMATS}
+    assert rendered["csv"] == "\ufeffstart,end,start_seconds,end_seconds,speaker,text\n" and rendered["txt"] == ""
+    assert rendered["md"].startswith("# talk.wav") and "</html>" in str(rendered["html"])
+    assert json.loads(str(rendered["json"]))["segments"] == [] and rendered["qda"] == ""
+    from docx import Document
+
+    assert next(p.text for p in Document(io.BytesIO(bytes(rendered["docx"]))).paragraphs if p.text) == "talk.wav"
 
 
 def test_exports_get_the_users_usual_permissions_and_voiceprints_stay_private(tmp_path: Path) -> None:

@@ -68,23 +68,8 @@ def parse_time(text: str) -> float:
 
 def to_txt(transcript: Transcript) -> str:
     """One paragraph per speaker turn, headed by the speaker and the time the turn starts."""
-    paragraphs: list[str] = []
-    speaker: str | None = None
-    texts: list[str] = []
-    start = 0.0
-    for segment in transcript.segments:
-        text = segment.text.strip()
-        if not text:
-            continue
-        if texts and segment.speaker != speaker:
-            paragraphs.append(_paragraph(speaker, start, texts))
-            texts = []
-        if not texts:
-            speaker, start = segment.speaker, segment.start
-        texts.append(text)
-    if texts:
-        paragraphs.append(_paragraph(speaker, start, texts))
-    return "\n\n".join(paragraphs) + ("\n" if paragraphs else "")
+    blocks = [_paragraph(speaker, start, [text]) for speaker, start, _end, text in paragraphs(transcript)]
+    return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
 def paragraphs(transcript: Transcript) -> list[tuple[str | None, float, float, str]]:
