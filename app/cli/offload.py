@@ -45,6 +45,18 @@ def add_run_parser(offload_commands: argparse._SubParsersAction[argparse.Argumen
     )
     run.add_argument("--remote-env", action="append", default=[], metavar="NAME=VALUE", help="remote environment")
     run.add_argument(
+        "--install-remote",
+        action="store_true",
+        help="--provider ssh: where Scriba is missing, install it there (a private venv under the remote user's "
+        "cache folder, reused next time; nothing else on the host changes)",
+    )
+    run.add_argument(
+        "--remote-python",
+        default="python3",
+        metavar="COMMAND",
+        help="with --install-remote: the host's Python 3.11 or 3.12 to install into (default: python3)",
+    )
+    run.add_argument(
         "--send-hf-token",
         action="store_true",
         help="let this job's remote use your Hugging Face token (for pyannote); never sent otherwise",
@@ -105,7 +117,12 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         key_file=args.identity,
         known_hosts=args.known_hosts,
         pin_new_host=False,
-        setup=RemoteSetup(tuple(shlex.split(args.remote_command)), tuple(env)),
+        setup=RemoteSetup(
+            tuple(shlex.split(args.remote_command)),
+            tuple(env),
+            install_missing=args.install_remote,
+            python=args.remote_python,
+        ),
         hf_token=token,
         budget_usd=args.budget,
     )

@@ -182,6 +182,13 @@ class OffloadDialog(QDialog):
             "How Scriba starts on the host. Leading NAME=VALUE words set its environment, "
             "e.g. PYTHONPATH=/opt/scriba python3 -m app"
         )
+        self.ssh_install = QCheckBox("Install Scriba there if it is missing")
+        self.ssh_install.setToolTip(
+            "Scriba copies itself to the host and installs into a private folder under the remote user's cache "
+            "(~/.cache/scriba/remote), reused next time. Nothing else on the host changes. It needs Python 3.11 "
+            "or 3.12 there, and the host must reach the Python package index for the libraries Scriba uses."
+        )
+        self.ssh_install.setChecked(host.install)
         for field in (self.ssh_url, self.ssh_identity, self.ssh_known_hosts, self.ssh_command):
             field.textEdited.connect(lambda _text: self.ssh_choice.setChecked(True))
         ssh_form = QFormLayout()
@@ -189,6 +196,7 @@ class OffloadDialog(QDialog):
         ssh_form.addRow("Identity file", self._with_browse(self.ssh_identity, "SSH private key"))
         ssh_form.addRow("Known hosts", self._with_browse(self.ssh_known_hosts, "Known-hosts file"))
         ssh_form.addRow("Remote command", self.ssh_command)
+        ssh_form.addRow("", self.ssh_install)
         ssh_box = QGroupBox()
         ssh_box.setLayout(ssh_form)
 
@@ -437,7 +445,11 @@ class OffloadDialog(QDialog):
 
     def _ssh_build(self, options: JobOptions) -> BuildOffload | None:
         choice = SshHostChoice(
-            self.ssh_url.text(), self.ssh_identity.text(), self.ssh_known_hosts.text(), self.ssh_command.text()
+            self.ssh_url.text(),
+            self.ssh_identity.text(),
+            self.ssh_known_hosts.text(),
+            self.ssh_command.text(),
+            install=self.ssh_install.isChecked(),
         )
         try:
             host = check_ssh_host(choice)

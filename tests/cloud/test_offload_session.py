@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -170,6 +171,11 @@ def test_the_ssh_host_check_says_what_is_wrong(tmp_path: Path) -> None:
     # What is remembered is what was typed, trimmed, and it comes back as the same choice.
     assert SshHostChoice.remembered(typed.to_remember()).to_remember() == typed.to_remember()
     assert SshHostChoice.remembered(None) == SshHostChoice("", "", "~/.ssh/known_hosts", "scriba")
+    # Consent to install Scriba on the host is asked for each host and remembered with it; never assumed.
+    assert not host.setup.install_missing
+    consenting = replace(typed, install=True)
+    assert check_ssh_host(consenting).setup.install_missing
+    assert SshHostChoice.remembered(consenting.to_remember()).install
 
 
 @pytest.mark.unit

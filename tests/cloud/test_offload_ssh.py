@@ -353,36 +353,3 @@ def test_a_pinned_key_is_forgotten_without_touching_the_other_lines(tmp_path: Pa
     known_hosts.write_text(marker + pinned)
     forget_host(known_hosts, SshEndpoint("127.0.0.1", 2222))
     assert known_hosts.read_text() == marker
-
-
-def test_a_host_without_sftp_is_one_line_and_leaves_nothing(tmp_path: Path, two_files: list[Path]) -> None:
-    """sshd without `Subsystem sftp`: the user reads what to enable on the host, never paramiko's traceback."""
-    server = LoopbackSshd(tmp_path / "sshd", sftp=False)
-    server.start()
-    try:
-        before = _work_dirs()
-        result = scriba(
-            "--data-dir",
-            str(tmp_path / "data"),
-            "offload",
-            "run",
-            str(two_files[0]),
-            "--provider",
-            "ssh",
-            "--host",
-            server.url,
-            "--identity",
-            str(server.client_key),
-            "--known-hosts",
-            str(server.write_known_hosts(tmp_path / "known_hosts")),
-            "--remote-command",
-            f"{sys.executable} -m app",
-        )
-        assert result.returncode == 1
-        assert "Traceback" not in result.stderr and "paramiko" not in result.stderr
-        errors = [line for line in result.stderr.splitlines() if line.startswith("scriba: error:")]
-        assert len(errors) == 1 and "Subsystem sftp" in errors[0]
-        assert _work_dirs() == before
-        assert _open_ledger_entries(tmp_path / "data") == []
-    finally:
-        server.stop()

@@ -74,13 +74,19 @@ class RemoteSetup:
     command: tuple[str, ...] = ("scriba",)
     env: tuple[tuple[str, str], ...] = ()  # e.g. PYTHONPATH for a checkout
     work_parent: str = "/tmp"
-    # A fresh rented machine has no Scriba: install this wheel (or one built from this checkout) into a venv there.
+    # Consent to install Scriba where it is missing (a rented machine always; the user's own host when asked):
+    # this wheel, or one built from this installation, into a private venv there (remote_install.py).
     install_missing: bool = False
     wheel: Path | None = None
+    python: str = "python3"  # the host's Python that the private venv is made from
 
     def argv(self, *args: str) -> list[str]:
+        return self.with_env(*self.command, *args)
+
+    def with_env(self, *argv: str) -> list[str]:
+        """Any command on the host, in this set-up's environment."""
         prefix = ["env", *(f"{name}={value}" for name, value in self.env)] if self.env else []
-        return [*prefix, *self.command, *args]
+        return [*prefix, *argv]
 
 
 @dataclass(frozen=True)

@@ -309,35 +309,22 @@ class Offload:
                         )
 
     def _check_remote(self) -> None:
-        assert self._session is not None
-        status, out, err = self._reconnecting(
-            "the set-up check", lambda: self.session.run(self.setup.argv("--version"), check=False)
-        )
-        if (status != 0 or not out.startswith("scriba ")) and self.setup.install_missing:
-            self._install_remote()
-            status, out, err = self._reconnecting(
-                "the set-up check", lambda: self.session.run(self.setup.argv("--version"), check=False)
-            )
-        if status != 0 or not out.startswith("scriba "):
-            raise OffloadError(
-                f"Scriba does not run on {self._session.endpoint} ({(err or out).strip()[-300:]}). Install it there "
-                "(`pip install scriba`) or give the command that runs it (--remote-command)."
-            )
-        self._emit("status", f"remote: {out.strip()}")
+        from app.cloud.offload.remote_install import ensure_remote_scriba
 
-    def _install_remote(self) -> None:
-        """Upload Scriba's wheel and install it with its dependencies into a venv in the remote home."""
-        wheel = self.setup.wheel or build_wheel()
-        self._emit("status", f"installing {wheel.name} on the remote machine (a few minutes on a fresh machine)")
-        _, home, _ = self.session.run(["sh", "-c", 'printf %s "$HOME"'])
-        home = home.strip() or "/root"
-        remote_wheel = f"{home}/scriba-setup/{wheel.name}"
-        venv = f"{home}/scriba-venv"
-        self.session.run(["mkdir", "-p", f"{home}/scriba-setup"])
-        self._reconnecting("uploading Scriba", lambda: self.session.upload(wheel, remote_wheel))
-        self.session.run(["python3", "-m", "venv", venv], timeout_s=300)
-        self.session.run([f"{venv}/bin/python", "-m", "pip", "install", "--quiet", remote_wheel], timeout_s=1800)
-        self.setup = replace(self.setup, command=(f"{venv}/bin/scriba",))
+        def status(text: str) -> None:
+            self._emit("status", text)
+
+        @contextlib.contextmanager
+        def wheel() -> Iterator[Path]:
+            if self.setup.wheel is not None:
+                yield self.setup.wheel
+                return
+            with _temporary_dir() as folder:
+                yield build_wheel(folder)
+
+        self.setup = self._reconnecting(
+            "the set-up check", lambda: ensure_remote_scriba(self.session, self.setup, status, wheel)
+        )
 
     def _upload(self, path: Path, remote: str, done_before: int, total: int) -> None:
         assert self._session is not None
@@ -372,14 +359,11 @@ class Offload:
 
         def write() -> None:
             assert self._session is not None
-            with self._session.sftp.open(f"{work}/spec.json", "w") as handle:
-                handle.write(json.dumps(spec))
+            self._session.write_text(f"{work}/spec.json", json.dumps(spec))
             if self.config.hf_token:
                 # A file only the remote user can read, deleted by the worker as soon as it has read it: never
                 # on a command line (visible in `ps`) nor in the spec.
-                with self._session.sftp.open(f"{work}/hf_token", "w") as handle:
-                    handle.chmod(0o600)
-                    handle.write(self.config.hf_token)
+                self._session.write_text(f"{work}/hf_token", self.config.hf_token, private=True)
 
         self._reconnecting("writing the job", write)
 
@@ -509,11 +493,8 @@ class Offload:
 
     def _elapsed_since_start(self, work: str) -> float:
         assert self._session is not None
-        try:
-            attributes = self._session.sftp.stat(f"{work}/spec.json")
-        except FileNotFoundError:
-            return 0.0
-        return time.time() - float(attributes.st_mtime or time.time())
+        modified = self._session.modified_at(f"{work}/spec.json")
+        return 0.0 if modified is None else time.time() - modified
 
     def _log_tail(self, work: str) -> str:
         assert self._session is not None
@@ -725,24 +706,26 @@ def _write_stderr(text: str) -> None:
         os.write(sys.stderr.fileno(), text.encode("utf-8", "replace"))
 
 
-def build_wheel() -> Path:
-    """A wheel of the running Scriba, built from its checkout (for a remote without Scriba)."""
+def build_wheel(target: Path) -> Path:
+    """A wheel of the running Scriba, built from its checkout into ``target`` (for a remote without Scriba)."""
+    import importlib.util
     import shutil
     import subprocess
-    import tempfile
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # app/cloud/offload/run.py -> the checkout
     if not (root / "pyproject.toml").is_file():
         raise OffloadError(
             "Scriba is not installed on the remote and this installation has no source to build it from: install "
-            "it there (`pip install scriba`) or give the command that runs it (--remote-command)."
+            "Scriba there from its source, or give the command that runs it (--remote-command)."
         )
-    target = Path(tempfile.mkdtemp(prefix="scriba-wheel-"))
     uv = shutil.which("uv")
+    # With the build backend already here (a development venv has it), build without an isolated environment:
+    # under a second and offline; otherwise the isolated build fetches setuptools first.
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
     command = (
-        [uv, "build", "--wheel", "--out-dir", str(target), str(root)]
+        [uv, "build", "--wheel", *isolation, "--python", sys.executable, "--out-dir", str(target), str(root)]
         if uv
-        else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(target), str(root)]
+        else [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "--wheel-dir", str(target), str(root)]
     )
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     wheels = sorted(target.glob("scriba-*.whl"))

@@ -21,7 +21,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -270,6 +270,8 @@ class SshHostChoice:
     identity: str = ""
     known_hosts: str = ""
     command: str = ""
+    # The user's consent to install Scriba on the host where it is missing (a private venv there).
+    install: bool = False
 
     @classmethod
     def remembered(cls, entry: Any) -> SshHostChoice:
@@ -280,14 +282,16 @@ class SshHostChoice:
             identity=str(host.get("identity", "")),
             known_hosts=str(host.get("known_hosts") or DEFAULT_KNOWN_HOSTS),
             command=str(host.get("command") or DEFAULT_REMOTE_COMMAND),
+            install=host.get("install") is True,
         )
 
-    def to_remember(self) -> dict[str, str]:
+    def to_remember(self) -> dict[str, str | bool]:
         return {
             "url": self.url.strip(),
             "identity": self.identity.strip(),
             "known_hosts": self.known_hosts.strip() or DEFAULT_KNOWN_HOSTS,
             "command": self.command.strip() or DEFAULT_REMOTE_COMMAND,
+            "install": self.install,
         }
 
 
@@ -303,12 +307,12 @@ def check_ssh_host(choice: SshHostChoice) -> CheckedSshHost:
     """The host's fields made into paths and a remote command; :class:`ChoiceError` says what is wrong."""
     from app.cloud.remote.transport import TransportError, parse_ssh_url
 
-    fields = choice.to_remember()
+    fields = {name: value for name, value in choice.to_remember().items() if isinstance(value, str)}
     identity = Path(fields["identity"]).expanduser() if fields["identity"] else None
     known_hosts = Path(fields["known_hosts"]).expanduser()
     try:
         parse_ssh_url(fields["url"], identity)
-        setup = parse_remote_command(fields["command"])
+        setup = replace(parse_remote_command(fields["command"]), install_missing=choice.install)
     except (TransportError, ValueError) as error:
         raise ChoiceError(str(error)) from error
     if identity is not None and not identity.is_file():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import shlex
 import socket
@@ -42,6 +43,10 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (paramiko.SSHException, EOF
 
 class TransportError(ScribaError):
     """The remote machine cannot be used; the message says why and what to do."""
+
+
+class NoSftpError(TransportError):
+    """The connection is up but the server runs no SFTP subsystem: files go over the command channel instead."""
 
 
 class HostKeyError(TransportError):
@@ -193,7 +198,9 @@ def forget_host(known_hosts: Path, endpoint: SshEndpoint) -> None:
 
 
 class SshSession:
-    """One SSH connection with SFTP. ``pin_new_host`` is for freshly rented machines only."""
+    """One SSH connection; files over SFTP, or over the command channel (``cat``) where the server has no SFTP.
+
+    ``pin_new_host`` is for freshly rented machines only."""
 
     def __init__(
         self,
@@ -209,6 +216,8 @@ class SshSession:
         self.connect_timeout_s = connect_timeout_s
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        # Learnt once per session: some hardened or minimal images run sshd without the SFTP subsystem.
+        self.has_sftp = True
 
     # ----------------------------------------------------------------------------------------- connection
 
@@ -289,12 +298,23 @@ class SshSession:
                 if transport is None or not transport.is_active():
                     raise  # the connection itself dropped: the caller's reconnect path handles that
                 # The connection is up but the server closed the SFTP channel: its sshd runs no SFTP subsystem.
-                raise TransportError(
-                    f"{self.endpoint}: the SSH server offers no SFTP (file transfer), which Scriba needs to send the "
-                    "audio. Enable it in the host's /etc/ssh/sshd_config with `Subsystem sftp internal-sftp` "
-                    "(or the sftp-server path), then restart sshd."
+                raise NoSftpError(
+                    f"{self.endpoint}: the SSH server offers no SFTP (file transfer). Enable it in the host's "
+                    "/etc/ssh/sshd_config with `Subsystem sftp internal-sftp` (or the sftp-server path), then "
+                    "restart sshd."
                 ) from None
         return self._sftp
+
+    def _files(self) -> paramiko.SFTPClient | None:
+        """SFTP when the server offers it; None: use the command channel (``cat``, ``tail``, ``wc``)."""
+        if not self.has_sftp:
+            return None
+        try:
+            return self.sftp
+        except NoSftpError:
+            log.info("%s has no SFTP: files go over the command channel", self.endpoint)
+            self.has_sftp = False
+            return None
 
     # ----------------------------------------------------------------------------------------- commands
 
@@ -336,12 +356,29 @@ class SshSession:
             if self.remote_sha256(remote) == sha256_file(local):
                 return sent
             log.warning("sha256 of %s differs after upload (attempt %d): uploading it again", remote, attempt + 1)
-            self.sftp.remove(remote)
+            self.remove(remote)
         raise TransportError(f"{local.name}: the uploaded copy does not match (sha256) after two attempts")
 
+    def remove(self, remote: str) -> None:
+        files = self._files()
+        if files is None:
+            self.run(["rm", "-f", "--", remote])
+            return
+        with contextlib.suppress(FileNotFoundError):
+            files.remove(remote)
+
     def _remote_size(self, remote: str) -> int:
+        files = self._files()
+        if files is None:
+            path = quote([remote])
+            _, out, _ = self.run_shell(
+                f"if [ ! -e {path} ]; then echo 0; elif [ -f {path} ]; then wc -c < {path}; else echo not-a-file; fi"
+            )
+            if out.strip() == "not-a-file":
+                raise TransportError(f"remote path {remote} exists and is not a file")
+            return int(out.strip() or 0)
         try:
-            attributes = self.sftp.stat(remote)
+            attributes = files.stat(remote)
         except FileNotFoundError:
             return 0
         if attributes.st_mode is not None and not stat.S_ISREG(attributes.st_mode):
@@ -352,17 +389,62 @@ class SshSession:
         self, local: Path, remote: str, offset: int, size: int, on_bytes: Callable[[int, int], None] | None
     ) -> int:
         sent = 0
-        with local.open("rb") as source, self.sftp.open(remote, "ab" if offset else "wb") as target:
-            target.set_pipelined(True)  # don't wait for each chunk's acknowledgement: several times faster
+        files = self._files()
+        with local.open("rb") as source:
             source.seek(offset)
             position = offset
-            while chunk := source.read(CHUNK):
-                target.write(chunk)
-                position += len(chunk)
-                sent += len(chunk)
-                if on_bytes is not None:
-                    on_bytes(position, size)
+            with contextlib.ExitStack() as stack:
+                if files is not None:
+                    target = stack.enter_context(files.open(remote, "ab" if offset else "wb"))
+                    target.set_pipelined(True)  # don't wait for each chunk's acknowledgement: several times faster
+                    write: Callable[[bytes], object] = target.write
+                else:
+                    command = f"cat {'>>' if offset else '>'} {quote([remote])}"
+                    channel = stack.enter_context(self._command_channel(command))
+                    write = channel.sendall
+                while chunk := source.read(CHUNK):
+                    write(chunk)
+                    position += len(chunk)
+                    sent += len(chunk)
+                    if on_bytes is not None:
+                        on_bytes(position, size)
         return sent
+
+    @contextlib.contextmanager
+    def _command_channel(self, command: str) -> Iterator[paramiko.Channel]:
+        """A command whose standard input the caller writes; its end of input, exit status and errors are checked."""
+        if self._client is None:
+            raise TransportError("not connected")
+        transport = self._client.get_transport()
+        if transport is None or not transport.is_active():
+            raise paramiko.SSHException("the connection is closed")
+        channel = transport.open_session()
+        try:
+            channel.exec_command(command)
+            yield channel
+            channel.shutdown_write()
+            status = channel.recv_exit_status()
+            if status != 0:
+                error = channel.makefile_stderr("rb").read().decode(errors="replace").strip()
+                raise TransportError(f"remote command failed ({status}): {command[:200]}: {error[-300:]}")
+        finally:
+            channel.close()
+
+    def _read_command(self, command: str, into: Any) -> int:
+        """Stream a command's standard output into ``into``; returns its exit status."""
+        if self._client is None:
+            raise TransportError("not connected")
+        transport = self._client.get_transport()
+        if transport is None or not transport.is_active():
+            raise paramiko.SSHException("the connection is closed")
+        channel = transport.open_session()
+        try:
+            channel.exec_command(command)
+            while chunk := channel.recv(CHUNK):
+                into.write(chunk)
+            return int(channel.recv_exit_status())
+        finally:
+            channel.close()
 
     def remote_sha256(self, remote: str) -> str:
         _, out, _ = self.run(["sha256sum", "--", remote])
@@ -372,24 +454,69 @@ class SshSession:
         """Download to a temporary name beside ``local``, then rename: never a half-written result."""
         local.parent.mkdir(parents=True, exist_ok=True)
         partial = local.with_name(f".{local.name}.part")
-        self.sftp.get(remote, str(partial))
+        files = self._files()
+        try:
+            if files is not None:
+                files.get(remote, str(partial))
+            else:
+                with partial.open("wb") as handle:
+                    status = self._read_command(f"cat -- {quote([remote])}", handle)
+                if status != 0:
+                    raise TransportError(f"could not read {remote} on {self.endpoint} (cat exited with {status})")
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         partial.replace(local)
 
     def read_from(self, remote: str, offset: int) -> bytes:
         """The bytes of ``remote`` after ``offset`` (empty when it does not exist yet)."""
+        files = self._files()
+        if files is None:
+            buffer = io.BytesIO()
+            path = quote([remote])
+            self._read_command(f"if [ -f {path} ]; then tail -c +{int(offset) + 1} -- {path}; fi", buffer)
+            return buffer.getvalue()
         try:
-            with self.sftp.open(remote, "rb") as handle:
+            with files.open(remote, "rb") as handle:
                 handle.seek(offset)
                 return bytes(handle.read())
         except FileNotFoundError:
             return b""
 
+    def write_text(self, remote: str, text: str, *, private: bool = False) -> None:
+        """Create or replace a small remote file; ``private``: only the remote user can read it, from the start."""
+        files = self._files()
+        if files is None:
+            umask = "umask 077 && " if private else ""
+            with self._command_channel(f"{umask}cat > {quote([remote])}") as channel:
+                channel.sendall(text.encode("utf-8"))
+            return
+        with files.open(remote, "w") as handle:
+            if private:
+                handle.chmod(0o600)
+            handle.write(text)
+
+    def modified_at(self, remote: str) -> float | None:
+        """The remote file's modification time (seconds since the epoch), or None when it does not exist."""
+        files = self._files()
+        if files is None:
+            status, out, _ = self.run(["stat", "-c", "%Y", "--", remote], check=False)
+            return float(out.strip()) if status == 0 and out.strip().isdigit() else None
+        try:
+            return float(files.stat(remote).st_mtime or time.time())
+        except FileNotFoundError:
+            return None
+
     def touch(self, remote: str) -> None:
+        files = self._files()
+        if files is None:
+            self.run(["touch", "--", remote])
+            return
         now = time.time()
         try:
-            self.sftp.utime(remote, (now, now))
+            files.utime(remote, (now, now))
         except FileNotFoundError:
-            with self.sftp.open(remote, "wb"):
+            with files.open(remote, "wb"):
                 pass
 
 

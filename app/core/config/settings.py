@@ -101,7 +101,7 @@ class DictationPreferences:
 class OffloadPreferences:
     """The offload dialog's last choices. Never a secret: the SSH identity is a key file's path, not the key."""
 
-    ssh_host: dict[str, str] | None = None  # url, identity, known_hosts, command, as typed
+    ssh_host: dict[str, str | bool] | None = None  # url, identity, known_hosts, command as typed; install
     budget_usd: float | None = None
 
 
@@ -199,7 +199,7 @@ def _valid(name: str, value: Any, default: Any) -> bool:
     if name == "budget_usd":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if name == "ssh_host":
-        return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+        return isinstance(value, dict) and all(isinstance(item, str | bool) for item in value.values())
     return isinstance(value, str)
 
 
