@@ -86,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    # paramiko logs a failed handshake as an ERROR with a traceback from its own thread; the offload says what
+    # went wrong in one line of its own, so paramiko speaks only with --verbose.
+    logging.getLogger("paramiko").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     try:
         return _dispatch(parser, args, open_files)
     except KeyboardInterrupt:

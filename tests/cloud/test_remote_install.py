@@ -198,3 +198,38 @@ def test_file_operations_agree_with_and_without_sftp(tmp_path: Path, sftp: bool)
         session.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("ssh://me@127.0.0.1:{port}", "refused the connection"),
+        ("ssh://me@no-such-host.invalid:22", "cannot find the host 'no-such-host.invalid'"),
+    ],
+    ids=["refused", "unknown-name"],
+)
+def test_a_host_that_cannot_be_reached_is_one_line_at_once(
+    tmp_path: Path, sample_dir: Path, host: str, said: str
+) -> None:
+    """The user's own host is up or it is not: no minutes of retrying (that is for a rented machine still
+    booting), no paramiko traceback, the ledger clean."""
+    from tests.cloud.sshd import free_port
+
+    result = scriba(
+        "--data-dir",
+        str(tmp_path / "data"),
+        "offload",
+        "run",
+        str(sample_dir / "sample.wav"),
+        "--provider",
+        "ssh",
+        "--host",
+        host.format(port=free_port()),
+        "--known-hosts",
+        str(tmp_path / "known_hosts"),
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("scriba: error:")]
+    assert len(errors) == 1 and said in errors[0], result.stderr
+    assert "Traceback" not in result.stderr and "paramiko" not in result.stderr
+    assert _open_ledger_entries(tmp_path / "data") == []

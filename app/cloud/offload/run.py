@@ -53,6 +53,7 @@ from app.cloud.remote.transport import (
     SshEndpoint,
     SshSession,
     TransportError,
+    connection_failure,
     forget_host,
     quote,
 )
@@ -221,7 +222,7 @@ class Offload:
             )
         endpoint = SshEndpoint(instance.host, instance.port, instance.user, self.config.key_file)
         self._session = SshSession(endpoint, self.config.known_hosts, pin_new_host=self.config.pin_new_host)
-        self._connect_until_ready()
+        self._connect_until_ready(retry=self.provider.rents_machines)
         self._check_remote()
         self._check_cancel()
         _, out, _ = self._session.run(["mktemp", "-d", f"{self.setup.work_parent}/scriba-XXXXXXXX"])
@@ -247,8 +248,11 @@ class Offload:
 
     # ------------------------------------------------------------------------------------------- steps
 
-    def _connect_until_ready(self, timeout_s: float = 300.0) -> None:
-        """A machine reported running may not answer SSH yet (sshd starts last): keep trying, except on a host key."""
+    def _connect_until_ready(self, timeout_s: float = 300.0, retry: bool = True) -> None:
+        """A machine reported running may not answer SSH yet (sshd starts last): keep trying, except on a host key.
+
+        ``retry=False``: the first connection to the user's own host, which is up or is not: waiting for it, as
+        for a machine still booting, would only delay the same answer. (A connection lost later is retried.)"""
         assert self._session is not None
         deadline = time.monotonic() + timeout_s
         wait = self.timing.reconnect_wait_s
@@ -260,9 +264,12 @@ class Offload:
             except (HostKeyError, TransportError):
                 raise
             except CONNECTION_ERRORS as error:
+                if not retry:
+                    raise OffloadError(connection_failure(self._session.endpoint, error)) from error
                 if time.monotonic() > deadline:
                     raise OffloadError(
-                        f"{self._session.endpoint} did not answer SSH in {timeout_s:.0f} s ({error})"
+                        f"{connection_failure(self._session.endpoint, error)} (for {timeout_s:.0f} s after the "
+                        "machine was reported running)"
                     ) from error
                 time.sleep(wait)
                 wait = min(wait * 2, 10.0)

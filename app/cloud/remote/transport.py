@@ -45,6 +45,23 @@ class TransportError(ScribaError):
     """The remote machine cannot be used; the message says why and what to do."""
 
 
+def connection_failure(endpoint: SshEndpoint, error: BaseException) -> str:
+    """One line that says why the SSH connection to ``endpoint`` did not open, and what to check."""
+    where = f"{endpoint.host}:{endpoint.port}"
+    if isinstance(error, socket.gaierror):
+        return f"cannot find the host {endpoint.host!r} (name lookup failed): check the address"
+    if isinstance(error, ConnectionRefusedError) or "Unable to connect" in str(error):
+        return f"{where} refused the connection: is its SSH server running, and is {endpoint.port} its port?"
+    if isinstance(error, socket.timeout | TimeoutError):
+        return f"{where} did not answer: check the address, the network, a VPN or a firewall"
+    if isinstance(error, paramiko.SSHException) and "banner" in str(error):
+        return f"{where} answered, but not as an SSH server (or too slowly): check the port"
+    if isinstance(error, OSError) and error.strerror:
+        return f"cannot reach {where}: {error.strerror}"
+    text = str(error).strip().splitlines()
+    return f"cannot connect to {where}: {type(error).__name__}{': ' + text[0] if text else ''}"
+
+
 class NoSftpError(TransportError):
     """The connection is up but the server runs no SFTP subsystem: files go over the command channel instead."""
 
