@@ -1,0 +1,90 @@
+"""Dictation's accuracy on many recordings at once, fast: each file goes through the streaming engine in 0.1 s
+blocks on a simulated clock (as if every decode took no time), so what is measured is which words the stream's
+windows, agreement and final decodes produce, not how fast this machine is. Latency is bench_dictation.py's.
+
+    .venv/bin/python benchmarks/bench_dictation_accuracy.py '{}' '{"final_beam_size": 5}'
+
+Each argument is a JSON object of DictationOptions fields. Recordings: the espeak-ng conversation (three voices,
+0.6 s between turns) and the twelve separated sentences of bench_dictation.py, and every single-speaker
+recording in real-speech/ that has a human transcript. Prints, per variant, each file's WER of dictation's final
+text and of the offline transcript (Scriba's Transcriber, beam 5, whole file), and the totals over all words.
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_dictation import make_speech, offline_transcript  # noqa: E402
+from benchmarks.bench_engine import table  # noqa: E402
+from tests import metrics  # noqa: E402
+
+BLOCK = 1600  # 0.1 s: what a microphone callback delivers
+
+
+def recordings() -> list[tuple[str, Path, str]]:
+    found = []
+    for conversation in (True, False):
+        path, sentences = make_speech(None, conversation)
+        found.append((path.stem, path, " ".join(sentence.text for sentence in sentences)))
+    real = metrics.real_speech_dir()
+    if real is not None:
+        for reference in sorted(real.glob("*.ref.txt")):
+            found.append(
+                (
+                    reference.name.removesuffix(".ref.txt"),
+                    reference.with_name(reference.name.removesuffix(".ref.txt") + ".wav"),
+                    reference.read_text(),
+                )
+            )
+    return found
+
+
+def dictate(samples: np.ndarray, options: Any, decoder: Any) -> str:
+    from app.core.dictation.decoding import StreamingVad
+    from app.core.dictation.stream import DictationStream
+
+    stream = DictationStream(options, decoder, StreamingVad(options.vad_threshold, options.end_silence_s))
+    for first in range(0, len(samples), BLOCK):
+        stream.feed(samples[first : first + BLOCK])
+    stream.flush()
+    return stream.text
+
+
+def main() -> None:
+    from app.core.dictation.decoding import load_decoder
+    from app.core.dictation.stream import DictationOptions
+    from app.core.engine.audio import decode_audio
+
+    variants = [json.loads(text) for text in (sys.argv[1:] or ["{}"])]
+    files = recordings()
+    offline = {}
+    for name, path, reference in files:
+        segments, _ = offline_transcript(path, 2)
+        offline[name] = metrics.word_errors(reference, " ".join(segment.text for segment in segments))
+    for variant in variants:
+        options = DictationOptions(model="tiny.en", device="cpu", cpu_threads=2, **variant)
+        decoder = load_decoder(options)
+        rows = []
+        totals = np.zeros(3)
+        for name, path, reference in files:
+            text = dictate(decode_audio(path).samples, options, decoder)
+            errors, words = metrics.word_errors(reference, text)
+            offline_errors, _ = offline[name]
+            totals += (errors, offline_errors, words)
+            rows.append([name, str(words), f"{errors / words:.3f}", f"{offline_errors / words:.3f}"])
+        rows.append(["all", str(int(totals[2])), f"{totals[0] / totals[2]:.3f}", f"{totals[1] / totals[2]:.3f}"])
+        print(f"\n== {variant or 'defaults'}")
+        print(table(["recording", "words", "WER dictation", "WER offline"], rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
