@@ -33,7 +33,7 @@ class WhisperDecoder:
     step's cost unpredictable), no conditioning on earlier windows, word timestamps, no VAD of its own."""
 
     def __init__(
-        self, model: Any, *, language: str | None, partial_beam_size: int = 1, final_beam_size: int = 2
+        self, model: Any, *, language: str | None, partial_beam_size: int = 1, final_beam_size: int = 5
     ) -> None:
         self.model = model
         # An English-only model needs no detection; a multilingual one detects once, then keeps the language
