@@ -102,6 +102,8 @@ def use_ssh_host(dialog: OffloadDialog, sshd: LoopbackSshd, tmp_path: Path) -> N
     dialog.ssh_identity.setText(str(sshd.client_key))
     dialog.ssh_known_hosts.setText(str(sshd.write_known_hosts(tmp_path / "known_hosts")))
     dialog.ssh_command.setText(remote_command(tmp_path))
+    # Consent to install where Scriba is missing: this host has it (the checkout), so nothing is installed.
+    dialog.ssh_install.setChecked(True)
     dialog.ssh_choice.setChecked(True)
 
 
@@ -303,6 +305,8 @@ def test_run_on_my_ssh_host_end_to_end(
     remembered = SettingsStore(tmp_path / "config").load().offload.ssh_host
     assert remembered is not None
     assert remembered["url"] == sshd.url and remembered["command"] == remote_command(tmp_path)
+    assert remembered["install"] is True
+    assert not any("installed in" in event.message for event in events)
     # The window's poll shows the finished rows without being told.
     qtbot.waitUntil(lambda: [job.state for job in window.model.jobs] == [JobState.DONE, JobState.DONE], timeout=10_000)
     dialog.close()
