@@ -27,9 +27,9 @@ def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
     assert window.folder_watcher.watch is not None and window.folder_watcher.watch.folder == inbox
 
     shutil.copy(sample_dir / "sample.wav", inbox / "call.wav")
-    qtbot.waitUntil(lambda: len(window.store.jobs()) == 1, timeout=20_000)  # settled after two looks
+    # Settled after two looks; the queue shows it once the look (off the main thread) has reported.
+    qtbot.waitUntil(lambda: window.model.rowCount() == 1, timeout=20_000)
     (job,) = window.store.jobs()
-    assert window.model.rowCount() == 1  # the queue shows it
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=180_000)
     qtbot.waitUntil(lambda: (inbox / "call.md").exists(), timeout=10_000)
     assert "chicago" in (inbox / "call.txt").read_text().lower()
@@ -38,5 +38,39 @@ def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
     assert window.folder_watcher.watch is None
     shutil.copy(sample_dir / "sample.wav", inbox / "second.wav")
     window.folder_watcher.look()
-    window.folder_watcher.look()
+    assert not window.folder_watcher.looking
     assert len(window.store.jobs()) == 1  # no longer watched
+
+
+def test_a_stalled_folder_never_blocks_the_window_and_looks_do_not_pile_up(qtbot: Any, tmp_path: Path) -> None:
+    """A share that hangs in its listing: the look runs off the main thread, and the timer's next looks are
+    skipped while it is under way rather than queued behind it."""
+    import threading
+
+    from app.core.queue.jobs import JobOptions, JobStore
+    from app.gui.watch_folder import FolderWatcher
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    watcher = FolderWatcher(JobStore(tmp_path / "data"), JobOptions)
+    released = threading.Event()
+    calls: list[int] = []
+    watcher.set_folder(str(inbox))
+    qtbot.waitUntil(lambda: not watcher.looking, timeout=5_000)
+    assert watcher.watch is not None
+    real_scan = watcher.watch.scan
+
+    def stalled_scan() -> list[Any]:
+        calls.append(1)
+        released.wait(10)
+        return real_scan()
+
+    watcher.watch.scan = stalled_scan  # type: ignore[method-assign]
+    watcher.look()
+    assert watcher.looking  # returned at once, the look still under way
+    watcher.look()
+    watcher.look()
+    released.set()
+    qtbot.waitUntil(lambda: not watcher.looking, timeout=5_000)
+    assert calls == [1]
+    watcher.stop()
