@@ -427,9 +427,8 @@ class SshSession:
                         on_bytes(position, size)
         return sent
 
-    @contextlib.contextmanager
-    def _command_channel(self, command: str) -> Iterator[paramiko.Channel]:
-        """A command whose standard input the caller writes; its end of input, exit status and errors are checked."""
+    def _started(self, command: str) -> paramiko.Channel:
+        """A channel of its own running ``command`` (a dropped connection raises what the reconnect path expects)."""
         if self._client is None:
             raise TransportError("not connected")
         transport = self._client.get_transport()
@@ -438,6 +437,16 @@ class SshSession:
         channel = transport.open_session()
         try:
             channel.exec_command(command)
+        except BaseException:
+            channel.close()
+            raise
+        return channel
+
+    @contextlib.contextmanager
+    def _command_channel(self, command: str) -> Iterator[paramiko.Channel]:
+        """A command whose standard input the caller writes; its end of input, exit status and errors are checked."""
+        channel = self._started(command)
+        try:
             yield channel
             channel.shutdown_write()
             status = channel.recv_exit_status()
@@ -449,14 +458,8 @@ class SshSession:
 
     def _read_command(self, command: str, into: Any) -> int:
         """Stream a command's standard output into ``into``; returns its exit status."""
-        if self._client is None:
-            raise TransportError("not connected")
-        transport = self._client.get_transport()
-        if transport is None or not transport.is_active():
-            raise paramiko.SSHException("the connection is closed")
-        channel = transport.open_session()
+        channel = self._started(command)
         try:
-            channel.exec_command(command)
             while chunk := channel.recv(CHUNK):
                 into.write(chunk)
             return int(channel.recv_exit_status())
