@@ -22,15 +22,32 @@ SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def remote_command(tmp_path: Path) -> str:
-    """What the user types as the remote command: this checkout, with its own cache and data folders there."""
+def host_environment(tmp_path: Path, pythonpath: str = str(REPO), numeric: bool = False) -> dict[str, str]:
+    """The remote side's environment: its own cache and data folders under ``tmp_path`` (nothing of the user's),
+    and ``pythonpath`` (default: this checkout).
+
+    ``numeric``: also the kernel choices of the numeric libraries, as this process has them: sshd starts the
+    worker with a bare environment, and e.g. OPENBLAS_CORETYPE alone changes tiny.en's words on the sample (13
+    segments here, 6 in a bare environment), so a run compared word for word with a local one needs them."""
     home = tmp_path / "remote-home"
     env = {
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": pythonpath,
         "XDG_CACHE_HOME": str(home / "cache"),
         "XDG_DATA_HOME": str(home / "data"),
         "PYANNOTE_METRICS_ENABLED": "0",
     }
+    if numeric:
+        env |= {
+            name: value
+            for name, value in sorted(os.environ.items())
+            if name.startswith(("OPENBLAS_", "OMP_", "MKL_", "NVPL_", "GOTO", "KMP_"))
+        }
+    return env
+
+
+def remote_command(tmp_path: Path) -> str:
+    """What the user types as the remote command: this checkout, with its own cache and data folders there."""
+    env = host_environment(tmp_path)
     return shlex.join([*(f"{name}={value}" for name, value in env.items()), sys.executable, "-m", "app"])
 
 

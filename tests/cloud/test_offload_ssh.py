@@ -33,7 +33,7 @@ from app.cloud.offload.run import Offload
 from app.cloud.providers.ssh_host import SshHostProvider
 from app.cloud.remote.transport import HostKeyError, SshSession, parse_ssh_url
 from app.core.queue.jobs import JobOptions
-from tests.cloud.sshd import LoopbackSshd
+from tests.cloud.sshd import LoopbackSshd, host_environment
 from tests.test_cli import scriba
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,22 +51,8 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture()
 def remote_env(tmp_path: Path) -> tuple[tuple[str, str], ...]:
-    """The remote worker runs this checkout, with its own cache and data folders (nothing of the user's)."""
-    home = tmp_path / "remote-home"
-    return (
-        ("PYTHONPATH", str(REPO)),
-        ("XDG_CACHE_HOME", str(home / "cache")),
-        ("XDG_DATA_HOME", str(home / "data")),
-        ("PYANNOTE_METRICS_ENABLED", "0"),
-        # The kernel choices of the numeric libraries, as this process has them: sshd starts the worker with a
-        # bare environment, and e.g. OPENBLAS_CORETYPE alone changes tiny.en's words on the sample (13 segments
-        # here, 6 in a bare environment). The run must differ from the local one only in where it runs.
-        *sorted(
-            (name, value)
-            for name, value in os.environ.items()
-            if name.startswith(("OPENBLAS_", "OMP_", "MKL_", "NVPL_", "GOTO", "KMP_"))
-        ),
-    )
+    """The remote worker runs this checkout, in an environment of its own (see host_environment)."""
+    return tuple(host_environment(tmp_path, numeric=True).items())
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 
 from app.cloud.offload.remote_install import install_folder_name
 from app.cloud.remote.transport import SshSession, TransportError, parse_ssh_url
-from tests.cloud.sshd import LoopbackSshd
+from tests.cloud.sshd import LoopbackSshd, host_environment
 from tests.cloud.test_offload_ssh import _open_ledger_entries, _work_dirs
 from tests.test_cli import scriba
 
@@ -52,19 +52,7 @@ def host_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _host_env(tmp_path: Path, host_packages: Path) -> list[str]:
-    home = tmp_path / "remote-home"
-    env = {
-        "PYTHONPATH": str(host_packages),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_DATA_HOME": str(home / "data"),
-        "PYANNOTE_METRICS_ENABLED": "0",
-        # As in test_offload_ssh: the numeric libraries' kernel choices as this process has them.
-        **{
-            name: value
-            for name, value in os.environ.items()
-            if name.startswith(("OPENBLAS_", "OMP_", "MKL_", "NVPL_", "GOTO", "KMP_"))
-        },
-    }
+    env = host_environment(tmp_path, str(host_packages), numeric=True)  # compared word for word with a local run
     return [argument for name, value in env.items() for argument in ("--remote-env", f"{name}={value}")]
 
 
