@@ -31,7 +31,7 @@ def test_the_same_audio_far_apart_shares_a_group_and_other_audio_does_not() -> N
     assert list(groups[12:]) == list(groups[:6])  # each repeated window joins its first hearing
     assert len(set(groups[:12])) == 12  # distinct audio: every window its own
     # Computed a few rows at a time (long recordings): the same answer.
-    assert list(repeat_groups(embeddings, starts, WINDOW, 0.3, 0.3, rows=4)) == list(groups)
+    assert list(repeat_groups(embeddings, starts, WINDOW, 0.3, 0.3, cells=4 * 18)) == list(groups)
     assert len(set(repeat_groups(embeddings, starts, WINDOW, 0.3, repeat_distance=0.0))) == 18
 
 

@@ -24,6 +24,7 @@ from app.core.engine.gpu_plan import (
     gpu_memory,
     is_out_of_memory,
 )
+from app.core.engine.memory import release_freed_memory
 from app.core.engine.models import ResolvedModel, resolve_model
 from app.core.engine.transcript import Segment, Word
 from app.core.errors import DeviceError, UsageError
@@ -319,6 +320,7 @@ class Transcriber:
             )
             align_seconds += self.align_seconds
             segments.extend(_shifted(segment, offset) for segment in piece_segments)
+            release_freed_memory()  # the piece's features and encoder outputs (app/core/engine/memory.py)
             if info is None:
                 info = piece_info
                 # Every later piece in the language found in the first: detection on a piece that happens to

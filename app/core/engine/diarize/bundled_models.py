@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.engine.memory import release_freed_memory
 from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
 from app.core.errors import DiarizationError
 
@@ -118,6 +119,9 @@ class Segmentation:
                     covered[first_frame : first_frame + length] += 1
                 if progress is not None:
                     progress(min(1.0, (first + len(batch_starts)) / len(starts)))
+                if (first // self.batch_size) % 16 == 15:
+                    release_freed_memory()  # the activations of 16 batches (app/core/engine/memory.py)
+        release_freed_memory()
         return total / np.maximum(covered, 1)
 
 
@@ -204,6 +208,8 @@ class SpeakerEmbedding:
             piece = samples[first_frame * HOP_SAMPLES : (last_frame - 1) * HOP_SAMPLES + FBANK_WINDOW]
             features = self.filterbank(piece)
             out[members] = self.embed(features, clamped[members] - first_frame, length)
+            del features
+            release_freed_memory()  # else the resident size grows with the length (app/core/engine/memory.py)
             position = end
             if progress is not None:
                 progress(position / len(order))

@@ -259,7 +259,7 @@ def repeat_groups(
     noise: float | np.ndarray,
     repeat_distance: float,
     cancel: CancelToken | None = None,
-    rows: int = 256,
+    cells: int = 2_000_000,
 ) -> np.ndarray:
     """For each window, the id of its stretch of audio: windows that are the same audio heard again share one.
 
@@ -268,8 +268,8 @@ def repeat_groups(
     benchmark's rounds) gives near-identical windows that are not: counted as n, they make the noise look
     averaged away, and the stretches of one voice that were repeated stop merging with each other (on the
     repeated hour of the long-file material: 139 clusters for 15 speakers without the cap). A cluster counts
-    its distinct ids instead. Rows of the distance table are computed ``rows`` at a time, so memory stays
-    linear in the number of windows; time is quadratic but small beside the embeddings (4,800 windows, an
+    its distinct ids instead. The distance table is computed a few rows at a time, about ``cells`` entries, so
+    memory stays the same whatever the length; time is quadratic but small beside the embeddings (4,800 windows, an
     hour of speech: 1.5 s; 14,400, three hours: 6.8 s, on the loaded 2-core machine)."""
     n = len(embeddings)
     groups = np.arange(n)
@@ -279,6 +279,7 @@ def repeat_groups(
     squared_norms = np.sum(vectors**2, axis=1)
     limits = repeat_distance * np.broadcast_to(np.asarray(noise, dtype=np.float64), (n,))
     heard_before = np.full(n, -1)
+    rows = max(1, cells // n)
     for first in range(0, n, rows):
         if cancel:
             cancel.raise_if_cancelled()
@@ -520,16 +521,15 @@ def _viterbi(scores: np.ndarray, speech: np.ndarray, change_penalty: float) -> n
     if speakers == 1:
         labels[frames] = 0
         return labels
-    path_scores = scores[frames]
     back = np.zeros((len(frames), speakers), dtype=np.int8 if speakers < 128 else np.int64)
-    total = path_scores[0].astype(np.float64)  # sums over a million frames: float32 would lose the penalty
+    total = scores[frames[0]].astype(np.float64)  # sums over a million frames: float32 would lose the penalty
     stay_index = np.arange(speakers)
     for t in range(1, len(frames)):
         best = int(total.argmax())
         switch = total[best] - change_penalty
         stay = total >= switch
         back[t] = np.where(stay, stay_index, best)
-        total = np.where(stay, total, switch) + path_scores[t]
+        total = np.where(stay, total, switch) + scores[frames[t]]  # row by row: no copy of the speech frames
     path = np.zeros(len(frames), dtype=np.int64)
     path[-1] = int(total.argmax())
     for t in range(len(frames) - 1, 0, -1):
@@ -554,9 +554,12 @@ def _overlap_turns(
     scores: np.ndarray, labels: np.ndarray, overlap: np.ndarray, options: EmbeddedDiarizerOptions
 ) -> list[Turn]:
     """Where two people talk at once, the second-best speaker of each frame speaks too."""
-    others = scores.copy()
-    others[np.arange(len(labels)), np.maximum(labels, 0)] = -np.inf
-    second = np.where(overlap & (labels >= 0), others.argmax(axis=1), -1)
+    # Only the overlapped frames are copied: a copy of every frame's scores would be 86 MB for three hours.
+    rows = np.flatnonzero(overlap & (labels >= 0))
+    others = scores[rows]
+    others[np.arange(len(rows)), labels[rows]] = -np.inf
+    second = np.full(len(labels), -1, dtype=np.int64)
+    second[rows] = others.argmax(axis=1)
     shortest = round(options.min_overlap_s / FRAME_S)
     return _frames_to_turns(second, shortest)
 
