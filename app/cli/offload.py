@@ -30,7 +30,12 @@ def add_run_parser(offload_commands: argparse._SubParsersAction[argparse.Argumen
     run.add_argument("--provider", choices=PROVIDERS, required=True)
     run.add_argument("--gpu", default=None, help="the GPU to rent (e.g. A10, 'RTX 4090'); default: the cheapest fit")
     run.add_argument("--budget", type=float, default=None, metavar="USD", help="refuse estimates above; hard stop")
-    run.add_argument("--host", default=None, help="--provider ssh: ssh://user@host:port")
+    run.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        help="--provider ssh: ssh://user@host:port; give it again for a batch over several hosts at once",
+    )
     run.add_argument("--identity", type=Path, default=None, help="private key for the SSH host")
     run.add_argument(
         "--known-hosts",
@@ -89,10 +94,11 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         print("scriba: error: --provider ssh needs --host ssh://user@host:port", file=sys.stderr)
         return ExitCode.USAGE
     try:
-        endpoint = parse_ssh_url(args.host, args.identity)
+        endpoints = [parse_ssh_url(host, args.identity) for host in args.host]
     except TransportError as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.USAGE
+    endpoint = endpoints[0]
     env = []
     for item in args.remote_env:
         name, separator, value = item.partition("=")
@@ -105,8 +111,19 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         from app.core.secrets import huggingface_token
 
         token, _ = huggingface_token()
-    provider = SshHostProvider(endpoint)
     options = resolved_options(job_options_from_args(args))
+    setup = RemoteSetup(
+        tuple(shlex.split(args.remote_command)),
+        tuple(env),
+        install_missing=args.install_remote,
+        python=args.remote_python,
+    )
+    if len(endpoints) > 1:
+        if token:
+            print("scriba: error: --send-hf-token is for one host; a batch runs the built-in diarizer", file=sys.stderr)
+            return ExitCode.USAGE
+        return _run_batch(args, endpoints, setup, options)
+    provider = SshHostProvider(endpoint)
     try:
         ledger = ledger_for(data_dir)
     except OffloadError as error:
@@ -117,12 +134,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         key_file=args.identity,
         known_hosts=args.known_hosts,
         pin_new_host=False,
-        setup=RemoteSetup(
-            tuple(shlex.split(args.remote_command)),
-            tuple(env),
-            install_missing=args.install_remote,
-            python=args.remote_python,
-        ),
+        setup=setup,
         hf_token=token,
         budget_usd=args.budget,
     )
@@ -130,6 +142,33 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     status, result = run_offload(offload, args.inputs, on_event=_print_event)
     if result is None:
         return status
+    return _export_results(args, options, result)
+
+
+def _run_batch(args: argparse.Namespace, endpoints: Sequence[Any], setup: Any, options: JobOptions) -> int:
+    """Several --host: one queue, each host pulls the next file (app/cloud/batch/)."""
+    from app.cloud.batch.run import Batch, BatchConfig
+    from app.core.errors import ScribaError
+
+    batch = Batch(
+        endpoints,
+        BatchConfig(options, args.known_hosts, setup),
+        status=lambda text: print(f"[batch] {text}", file=sys.stderr, flush=True),
+    )
+    with _stop_signals_interrupt() as received:
+        try:
+            result = batch.run(args.inputs)
+        except KeyboardInterrupt:
+            which = received[0] if received else signal.SIGINT
+            print(
+                f"scriba: {'cancelled' if which is signal.SIGINT else f'stopped by {which.name}'}; every host's "
+                "worker was stopped",
+                file=sys.stderr,
+            )
+            return _STOP_SIGNALS[which]
+        except ScribaError as error:
+            print(f"scriba: error: {error}", file=sys.stderr)
+            return ExitCode.FAILED
     return _export_results(args, options, result)
 
 

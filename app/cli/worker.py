@@ -11,6 +11,11 @@ def add_worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     actions = worker.add_subparsers(dest="worker_command", metavar="ACTION", required=True)
     run = actions.add_parser("run", help="transcribe the files of WORK/spec.json, events to WORK/events.jsonl")
     run.add_argument("--dir", type=Path, required=True)
+    node = actions.add_parser("batch-node", help="take jobs from a batch's queue (broker password on stdin)")
+    node.add_argument("--broker-port", type=int, required=True, help="the queue's tunnel on this machine")
+    node.add_argument("--files-port", type=int, required=True, help="the recordings' tunnel on this machine")
+    node.add_argument("--name", required=True)
+    node.add_argument("--visibility-timeout", type=float, default=3 * 3600.0)
     watchdog = actions.add_parser("watchdog", help="end the work when the client's heartbeat stops")
     watchdog.add_argument("--dir", type=Path, required=True)
     watchdog.add_argument("--heartbeat-timeout", type=float, default=180.0)
@@ -25,6 +30,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if args.worker_command == "run":
         return run_worker(args.dir)
+    if args.worker_command == "batch-node":
+        from app.cloud.batch.node import run_node
+
+        return run_node(args.broker_port, args.files_port, args.name, args.visibility_timeout)
     return run_watchdog(
         args.dir,
         heartbeat_timeout_s=args.heartbeat_timeout,

@@ -297,6 +297,13 @@ class SshSession:
         transport = self._client.get_transport() if self._client else None
         return bool(transport and transport.is_active())
 
+    @property
+    def transport(self) -> paramiko.Transport:
+        transport = self._client.get_transport() if self._client else None
+        if transport is None or not transport.is_active():
+            raise TransportError(f"{self.endpoint}: not connected")
+        return transport
+
     def drop(self) -> None:
         """Cut the connection abruptly (what a network failure does); used by tests of the reconnect path."""
         transport = self._client.get_transport() if self._client else None

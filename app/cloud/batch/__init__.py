@@ -1,0 +1,1 @@
+"""A batch of recordings over several GPU machines at once (issue 16)."""

@@ -1,0 +1,130 @@
+"""Both ends of the batch's queue: the Celery settings they share, and what a GPU node runs.
+
+A node is one Celery worker (``scriba worker batch-node``) with one job at a time (``--pool solo``: one process
+holds the models on its GPU) and no job reserved ahead (prefetch 1, acknowledged late): a job is taken off the
+queue for good only once its transcript is back in Redis. A node that dies, is preempted or loses its tunnel
+leaves its job unacknowledged, and Redis gives it to another node once the visibility timeout has passed.
+
+Everything on the wire is JSON (``accept_content=["json"]``): nothing a node sends is ever unpickled here. A job's
+failure (a damaged file) is data in the result, never an exception object to rebuild on this side.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+TASK_NAME = "scriba.batch.transcribe"
+QUEUE = "scriba-batch"
+RESULT_VERSION = 1
+
+
+def celery_app(broker_url: str, visibility_timeout_s: float) -> Any:
+    from celery import Celery
+
+    app = Celery("scriba-batch", broker=broker_url, backend=broker_url, set_as_current=False)
+    transport = {"visibility_timeout": visibility_timeout_s}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=QUEUE,
+        task_track_started=True,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        result_expires=7 * 24 * 3600,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    return app
+
+
+def done_key(batch: str, index: int) -> str:
+    """Set by this machine when a file's transcript is in: a copy of its job still queued is then skipped."""
+    return f"scriba-batch:{batch}:done:{index}"
+
+
+def _fetch(url: str, target: Path, attempts: int = 3) -> None:
+    """Download ``url`` to ``target``; a dropped tunnel is retried (it comes back when SSH reconnects)."""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, target.open("wb") as out:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+            return
+        except OSError:
+            if attempt + 1 == attempts:
+                raise
+            time.sleep(2.0 * (attempt + 1))
+
+
+def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str) -> dict[str, Any]:
+    """One job on this node: fetch the recording, run the engine, the transcript as JSON (or why it failed)."""
+    from app.core.errors import ScribaError
+    from app.core.queue.jobs import JobOptions
+    from app.core.queue.worker import pipeline_options
+
+    started = time.monotonic()
+    result: dict[str, Any] = {"version": RESULT_VERSION, "index": job.get("index"), "node": node}
+    try:
+        options = JobOptions.from_dict(job["options"])
+        suffix = Path(str(job.get("name", "audio"))).suffix[:16]
+        with tempfile.TemporaryDirectory(prefix="scriba-batch-") as folder:
+            path = Path(folder) / f"recording{suffix}"
+            _fetch(f"http://127.0.0.1:{files_port}/{job['token']}", path)
+            transcript = engine.run(path, pipeline_options(options, None))
+        result["transcript"] = transcript.to_dict()
+    except ScribaError as error:
+        result["error"] = str(error)
+    except Exception as error:  # one file's unexpected failure is that file's, never the node's
+        result["error"] = f"unexpected error on {node} ({type(error).__name__}: {error})"
+    result["seconds"] = round(time.monotonic() - started, 2)
+    return result
+
+
+def run_node(broker_port: int, files_port: int, name: str, visibility_timeout_s: float) -> int:
+    """The node's worker loop; the broker password comes on standard input (never on a command line)."""
+    from app.cloud.batch.broker import NODE_USER, BrokerAccess
+    from app.core.engine.pipeline import Engine
+
+    password = sys.stdin.readline().strip()
+    if not password:
+        print("scriba worker batch-node: no broker password on standard input", file=sys.stderr)
+        return 2
+    access = BrokerAccess("127.0.0.1", broker_port, NODE_USER, password)
+    app = celery_app(access.url(), visibility_timeout_s)
+    engine = Engine()  # one per node: the models stay loaded from one job to the next
+
+    @app.task(name=TASK_NAME)  # type: ignore[untyped-decorator]
+    def transcribe(job: dict[str, Any]) -> dict[str, Any]:
+        if app.backend.client.exists(done_key(str(job.get("batch")), int(job.get("index", -1)))):
+            return {"version": RESULT_VERSION, "index": job.get("index"), "node": name, "skipped": True}
+        return transcribe_job(engine, files_port, job, name)
+
+    print(json.dumps({"node": name, "host": socket.gethostname(), "ready": True}), flush=True)
+    app.worker_main(
+        [
+            "worker",
+            "--pool=solo",
+            "--concurrency=1",
+            "--prefetch-multiplier=1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            f"--hostname={name}@%h",
+            "--loglevel=WARNING",
+            f"--queues={QUEUE}",
+        ]
+    )
+    return 0

@@ -1,0 +1,344 @@
+"""A batch of recordings over several SSH hosts at once: each node pulls the next job from one queue.
+
+This machine starts a private Redis (broker.py) and a file server (files.py), both on its loopback; each node is
+reached over SSH as for a single offload (its host key checked, Scriba installed there with consent), gets two
+reverse tunnels (the queue, the files) and runs one Celery worker (node.py). Jobs go on the queue in order; a
+node takes one, fetches that recording through its tunnel, transcribes it and puts the transcript back as JSON.
+A node that dies mid-job leaves its job unacknowledged and another node gets it after the visibility timeout; a
+node whose worker has exited is noticed here and reported; when no node is left the batch stops and says which
+files were not done. Whatever happens, ``finally`` stops every worker, closes every tunnel and connection, and
+stops the broker: nothing keeps running on any host.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from app.cloud.batch.broker import LocalBroker
+from app.cloud.batch.files import FileServer
+from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, celery_app, done_key
+from app.cloud.batch.tunnel import ReverseTunnels
+from app.cloud.offload.base import OffloadError, OffloadResult, RemoteSetup
+from app.cloud.remote.transport import (
+    CONNECTION_ERRORS,
+    SshEndpoint,
+    SshSession,
+    TransportError,
+    connection_failure,
+    quote,
+)
+from app.core.engine.transcript import Transcript
+from app.core.queue.jobs import JobOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """Pacing (tests shorten these). The visibility timeout must exceed the longest job, or a slow job is given
+    to a second node while the first still works on it (no harm to the result: the first answer wins)."""
+
+    visibility_timeout_s: float = 3 * 3600.0
+    poll_s: float = 0.5
+    node_start_timeout_s: float = 600.0
+
+
+@dataclass
+class BatchNode:
+    name: str
+    endpoint: SshEndpoint
+    session: SshSession | None = None
+    tunnels: ReverseTunnels | None = None
+    setup: RemoteSetup | None = None
+    pid: int | None = None
+    channel: Any = None  # the worker's command channel (paramiko.Channel)
+    failure: str | None = None
+    jobs_done: int = 0
+    output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None and self.channel is not None and not self.channel.exit_status_ready()
+
+
+@dataclass
+class BatchConfig:
+    options: JobOptions
+    known_hosts: Path
+    setup: RemoteSetup = field(default_factory=RemoteSetup)
+    timing: BatchTiming = field(default_factory=BatchTiming)
+
+
+class Batch:
+    """``run(files)`` over ``endpoints``; returns the transcripts by file index and the failures, like an offload."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[SshEndpoint],
+        config: BatchConfig,
+        status: Callable[[str], None] = lambda text: None,
+        wheel: Callable[[], contextlib.AbstractContextManager[Path]] | None = None,
+    ) -> None:
+        if not endpoints:
+            raise OffloadError("a batch needs at least one host")
+        self.config = config
+        self.status = status
+        self._wheel = wheel
+        self.nodes = [BatchNode(f"node{index + 1}", endpoint) for index, endpoint in enumerate(endpoints)]
+        self._cancelled = threading.Event()
+        self.uploaded_bytes = 0
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def run(self, files: Sequence[Path]) -> OffloadResult:
+        started = time.monotonic()
+        broker = LocalBroker()
+        server = FileServer()
+        try:
+            broker.start()
+            server.start()
+            self._start_nodes(broker, server)
+            result = self._collect(files, broker, server, started)
+            self.uploaded_bytes = server.sent_bytes
+            return result
+        finally:
+            self._stop_nodes()
+            server.stop()
+            broker.stop()
+
+    # ------------------------------------------------------------------------------------------------ nodes
+
+    def _start_nodes(self, broker: LocalBroker, server: FileServer) -> None:
+        """Connect, install (with consent) and start a worker on every node at once; a node that cannot start
+        is reported and left out; none at all is an error."""
+        threads = [
+            threading.Thread(target=self._start_node, args=(node, broker, server), daemon=True) for node in self.nodes
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(self.config.timing.node_start_timeout_s)
+        for node in self.nodes:
+            if node.channel is None and node.failure is None:
+                node.failure = "did not start in time"
+        if not any(node.alive for node in self.nodes):
+            reasons = "; ".join(f"{node.endpoint}: {node.failure}" for node in self.nodes)
+            raise OffloadError(f"no host could start: {reasons}")
+
+    def _start_node(self, node: BatchNode, broker: LocalBroker, server: FileServer) -> None:
+        from app.cloud.offload.remote_install import ensure_remote_scriba
+
+        try:
+            session = SshSession(node.endpoint, self.config.known_hosts)
+            node.session = session
+            try:
+                session.connect()
+            except CONNECTION_ERRORS as error:
+                raise TransportError(connection_failure(node.endpoint, error)) from None
+            node.setup = ensure_remote_scriba(
+                session, self.config.setup, lambda text: self.status(f"{node.name}: {text}"), self._wheel_context
+            )
+            node.tunnels = ReverseTunnels(session.transport)
+            broker_port = node.tunnels.open(broker.port)
+            files_port = node.tunnels.open(server.port)
+            worker = node.setup.argv(
+                "worker",
+                "batch-node",
+                "--broker-port",
+                str(broker_port),
+                "--files-port",
+                str(files_port),
+                "--name",
+                node.name,
+                "--visibility-timeout",
+                str(self.config.timing.visibility_timeout_s),
+            )
+            # `echo $$; exec …`: the shell's pid is the worker's, so the teardown can end exactly that process.
+            channel = session.transport.open_session()
+            channel.exec_command(f"echo $$; exec {quote(worker)}")
+            channel.sendall((broker.node_password + "\n").encode())  # on stdin: never in `ps`
+            node.pid = int(_read_line(channel, 60.0))
+            node.channel = channel
+            threading.Thread(target=_drain, args=(channel, node.output), daemon=True, name=node.name).start()
+            self.status(f"{node.name} ({node.endpoint.host}): worker started")
+        except (OffloadError, TransportError, OSError, ValueError) as error:
+            node.failure = str(error) or type(error).__name__
+            self.status(f"{node.name} ({node.endpoint.host}) left out: {node.failure}")
+
+    @contextlib.contextmanager
+    def _wheel_context(self) -> Iterator[Path]:
+        if self.config.setup.wheel is not None:
+            yield self.config.setup.wheel
+            return
+        if self._wheel is not None:
+            with self._wheel() as path:
+                yield path
+            return
+        from app.cloud.offload.run import _temporary_dir, build_wheel
+
+        with _temporary_dir() as folder:
+            yield build_wheel(folder)
+
+    def _stop_nodes(self) -> None:
+        for node in self.nodes:
+            if node.session is not None and node.pid is not None and node.session.connected:
+                with contextlib.suppress(Exception):
+                    node.session.run_shell(f"kill -KILL {node.pid} 2>/dev/null; true", check=False, timeout_s=15)
+            if node.channel is not None:
+                with contextlib.suppress(Exception):
+                    node.channel.close()
+            if node.tunnels is not None:
+                node.tunnels.close()
+            if node.session is not None:
+                node.session.close()
+
+    # ------------------------------------------------------------------------------------------------ jobs
+
+    def _collect(self, files: Sequence[Path], broker: LocalBroker, server: FileServer, started: float) -> OffloadResult:
+        app = celery_app(broker.driver.url(), self.config.timing.visibility_timeout_s)
+        options = self.config.options.to_dict() | {"output_dir": None}
+        batch = secrets.token_hex(8)
+        jobs = {
+            index: {
+                "batch": batch,
+                "index": index,
+                "token": server.register(path),
+                "name": path.name,
+                "options": options,
+            }
+            for index, path in enumerate(files)
+        }
+        handles: dict[int, list[Any]] = {
+            index: [app.send_task(TASK_NAME, args=[job], queue=QUEUE)] for index, job in jobs.items()
+        }
+        self.status(f"{len(files)} file(s) queued for {sum(node.alive for node in self.nodes)} node(s)")
+        transcripts: dict[int, Transcript] = {}
+        failures: dict[int, str] = {}
+        speeds: dict[int, float] = {}
+        running_on: dict[int, str] = {}  # file index -> the node that started it (from the task's STARTED state)
+        gone: set[str] = set()
+        try:
+            while handles:
+                if self._cancelled.is_set():
+                    raise OffloadError("cancelled")
+                for index in list(handles):
+                    for handle in handles[index]:
+                        state = handle.state
+                        if state == "SUCCESS":
+                            value = handle.result
+                            if isinstance(value, dict) and value.get("skipped"):
+                                continue  # a second copy of a job that was already done
+                            del handles[index]
+                            running_on.pop(index, None)
+                            # Any copy still queued (a job re-sent after its node died) is skipped by the nodes.
+                            app.backend.client.set(done_key(batch, index), 1, ex=7 * 24 * 3600)
+                            self._take(files, index, value, transcripts, failures, speeds)
+                            break
+                        if state == "STARTED" and index not in running_on:
+                            taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
+                            running_on[index] = taker
+                            self.status(f"{taker}: {files[index].name} started")
+                for node in self.nodes:
+                    if node.channel is None or node.alive or node.name in gone:
+                        continue
+                    gone.add(node.name)
+                    said = f" ({node.output[-1]})" if node.output else ""
+                    self.status(f"{node.name} ({node.endpoint.host}) stopped{said}")
+                    for index, name in list(running_on.items()):
+                        if name == node.name and index in handles:
+                            # Sent again at once rather than after the visibility timeout; whichever copy ends
+                            # first is taken.
+                            handles[index].append(app.send_task(TASK_NAME, args=[jobs[index]], queue=QUEUE))
+                            del running_on[index]
+                            self.status(f"{files[index].name} goes to another node")
+                if handles and not any(node.alive for node in self.nodes):
+                    for index in handles:
+                        failures[index] = f"{files[index]}: not done: every node stopped"
+                    break
+                time.sleep(self.config.timing.poll_s)
+        finally:
+            with contextlib.suppress(Exception):
+                app.close()
+        return OffloadResult(
+            transcripts=transcripts,
+            failures=failures,
+            seconds=time.monotonic() - started,
+            cost_usd=0.0,
+            instance=None,
+            speeds=speeds,
+        )
+
+    def _take(
+        self,
+        files: Sequence[Path],
+        index: int,
+        value: Any,
+        transcripts: dict[int, Transcript],
+        failures: dict[int, str],
+        speeds: dict[int, float],
+    ) -> None:
+        """One job's answer, checked before it is believed: a node's reply is untrusted JSON."""
+        source = files[index]
+        if not isinstance(value, dict) or value.get("version") != RESULT_VERSION or value.get("index") != index:
+            failures[index] = f"{source}: the node's answer was not a transcript of this file"
+            return
+        node = str(value.get("node", "?"))
+        for each in self.nodes:
+            if each.name == node:
+                each.jobs_done += 1
+        if "error" in value:
+            failures[index] = f"{source}: {value['error']}"
+            self.status(f"{node}: {source.name} failed: {value['error']}")
+            return
+        try:
+            transcript = Transcript.from_dict(value["transcript"])
+        except (KeyError, TypeError, ValueError) as error:
+            failures[index] = f"{source}: the node's transcript could not be read ({error})"
+            return
+        transcripts[index] = replace(transcript, source=str(source.absolute()))  # not the node's temporary copy
+        seconds = float(value.get("seconds") or 0)
+        if seconds > 0:
+            speeds[index] = transcript.duration / seconds
+        self.status(f"{node}: {source.name} done")
+
+
+def _read_line(channel: Any, timeout_s: float) -> str:
+    """The first line the command prints (its pid); '' when it ends or says nothing in time."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while b"\n" not in data and time.monotonic() < deadline:
+        if channel.recv_ready():
+            data += channel.recv(256)
+        elif channel.exit_status_ready():
+            break
+        else:
+            time.sleep(0.02)
+    line = data.split(b"\n", 1)[0].decode(errors="replace").strip()
+    if not line.isdigit():
+        raise OffloadError(f"the worker did not start: {line or 'no answer'}")
+    return line
+
+
+def _drain(channel: Any, into: collections.deque[str]) -> None:
+    """Read the worker's output as it comes (a full SSH window would stall it), keeping the last lines."""
+    pending = b""
+    with contextlib.suppress(Exception):
+        while True:
+            if channel.recv_ready() or channel.recv_stderr_ready():
+                pending += channel.recv(65536) if channel.recv_ready() else channel.recv_stderr(65536)
+                *lines, pending = pending.split(b"\n")
+                into.extend(line.decode(errors="replace").strip() for line in lines if line.strip())
+            elif channel.exit_status_ready() or channel.closed:
+                return
+            else:
+                time.sleep(0.1)
