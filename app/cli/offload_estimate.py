@@ -17,7 +17,7 @@ from app.cloud.pricing.estimate import (
     ssh_offer,
     within_budget,
 )
-from app.cloud.pricing.report import format_estimate
+from app.cloud.pricing.report import format_estimate, format_spread
 from app.core.engine.audio import media_seconds
 from app.core.errors import ExitCode
 
@@ -92,6 +92,12 @@ def add_offload_estimate_parser(
     parser.add_argument(
         "--ssh-usd-per-hour", type=_non_negative_float, default=0.0, metavar="USD", help="its cost (default: 0)"
     )
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        metavar="N[,N…]",
+        help="also spread the cheapest rows over N machines at once (e.g. 2,4,8): a batch's time and cost",
+    )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return parser
 
@@ -101,6 +107,15 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
     from app.core.errors import MediaError
 
     out = stdout or sys.stdout
+    counts: list[int] = []
+    if args.gpus:
+        try:
+            counts = [int(part) for part in str(args.gpus).split(",")]
+        except ValueError:
+            counts = [0]
+        if any(count < 1 for count in counts):
+            print(f"scriba: error: --gpus {args.gpus}: give machine counts of 1 or more, e.g. 2,4,8", file=sys.stderr)
+            return ExitCode.USAGE
     inputs: Sequence[Path] = args.inputs
     total_seconds = 0.0
     total_bytes = 0
@@ -152,4 +167,6 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
         out.write("\n")
     else:
         out.write(format_estimate(result, args.budget) + "\n")
+        if counts:
+            out.write("\nspread over several machines:\n" + format_spread(result, counts) + "\n")
     return ExitCode.OK

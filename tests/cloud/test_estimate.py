@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from datetime import date
@@ -513,3 +514,51 @@ def test_offload_is_a_group_of_actions(capsys: pytest.CaptureFixture[str]) -> No
         parser.parse_args(["offload"])
     assert exit_info.value.code == 2
     capsys.readouterr()
+
+
+def test_a_batch_over_n_machines_waits_for_start_up_once_and_for_the_uplink_always(throughput: Throughput) -> None:
+    from app.cloud.pricing.spread import spread_over
+
+    # 100 hours in 100 files, 5.76 GB at 128 kbit/s, over a 20 Mbit/s uplink: 38 min of upload however many GPUs.
+    job = Job(100 * 3600, "large-v3", upload_bytes=5_760_000_000, files=100)
+    one = estimate(
+        job, offers=[offer("RTX 4090", 24, 0.5)], assumptions=table_only(upload_mbps=20), throughput=throughput
+    )
+    option = one.options[0]
+    spreads = [spread_over(option, count, job.files) for count in (1, 2, 4, 8, 16)]
+    parts = option.breakdown
+    start = parts.boot_s + parts.setup_s + parts.model_download_s
+    work = parts.transcribe_s + parts.diarize_s
+    assert spreads[0].wall_s == pytest.approx(start + work + parts.download_s + parts.upload_s / 100, rel=0.01)
+    # More machines: never slower, never cheaper (each pays its own start-up), and never faster than the upload.
+    assert all(later.wall_s <= earlier.wall_s for earlier, later in itertools.pairwise(spreads))
+    assert all(later.cost_usd >= earlier.cost_usd for earlier, later in itertools.pairwise(spreads))
+    assert all(spread.wall_s >= start + parts.upload_s for spread in spreads)
+    useful = spreads[0].useful_nodes
+    assert useful == math.ceil((work - Assumptions().model_load_seconds) / parts.upload_s)
+    past = [spread for spread in spreads if spread.nodes > useful]
+    assert past and all(spread.upload_bound for spread in past)
+    assert len({round(spread.wall_s) for spread in past}) == 1  # past the uplink's limit the time stops falling
+    assert not spreads[0].upload_bound
+    with pytest.raises(ValueError, match="at least one machine"):
+        spread_over(option, 0, job.files)
+
+
+def test_cli_spreads_the_cheapest_rows_over_several_machines(
+    hour_flac: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli("estimate", str(hour_flac), "--gpus", "1,4") == 0
+    out = capsys.readouterr().out
+    assert "spread over several machines:" in out and "the uplink lets help" in out
+    rows = [row.split("  ") for row in out.split("spread over several machines:")[1].splitlines()[2:] if "$" in row]
+    cells = [[cell.strip() for cell in row if cell.strip()] for row in rows]
+    assert {row[2] for row in cells} == {"1", "4"}
+    # One file goes to one machine: four machines are not faster, the three idle ones only cost their start-up.
+    by_gpu: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for row in cells:
+        by_gpu.setdefault((row[0], row[1]), {})[row[2]] = row
+    for pair in by_gpu.values():
+        assert pair["4"][3] == pair["1"][3] and float(pair["4"][4][1:]) > float(pair["1"][4][1:])
+        assert pair["1"][5] == "1"
+    assert run_cli("estimate", str(hour_flac), "--gpus", "0") == 2
+    assert "machine counts of 1 or more" in capsys.readouterr().err

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.cloud.pricing.estimate import Estimate, Option, price_date_text, within_budget
 
 
@@ -106,3 +108,39 @@ def _describe(option: Option) -> str:
         f"${option.est_cost_usd:.2f}; transcription {speed}; boot {format_duration(parts.boot_s)}, "
         f"set-up {format_duration(parts.setup_s)}, upload {format_duration(parts.upload_s)}"
     )
+
+
+def format_spread(result: Estimate, counts: Sequence[int], rows: int = 5, minimum_billing_s: float = 0.0) -> str:
+    """The cheapest rented rows again, each spread over each machine count in ``counts``: time, cost, and how
+    many machines the uplink lets help."""
+    from app.cloud.pricing.spread import spread_over
+
+    rented = [option for option in result.options if option.is_rented and option.offer.launchable][:rows]
+    if not rented:
+        return "no rentable row to spread over several machines"
+    headers = ["provider", "GPU", "machines", "time", "cost", "the uplink lets help"]
+    table: list[list[str]] = []
+    for option in rented:
+        for count in counts:
+            spread = spread_over(option, count, result.job.files, minimum_billing_s)
+            table.append(
+                [
+                    option.offer.provider,
+                    option.offer.gpu,
+                    str(count),
+                    format_duration(spread.wall_s),
+                    f"${spread.cost_usd:.2f}",
+                    f"{spread.useful_nodes}" + ("  (waiting for the upload)" if spread.upload_bound else ""),
+                ]
+            )
+    widths = [max(len(row[index]) for row in [headers, *table]) for index in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *table]
+    ]
+    lines.append("")
+    lines.append(
+        "each machine boots, installs and loads the model at once; the audio is shared out by a queue; every file "
+        "still goes up your one uplink, so past 'the uplink lets help' more machines only wait (and bill)."
+    )
+    return "\n".join(lines)
