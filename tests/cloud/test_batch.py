@@ -22,11 +22,11 @@ import pytest
 import soundfile
 
 from app.cloud.batch.broker import LocalBroker, command
-from app.cloud.batch.run import Batch, BatchConfig, BatchTiming
+from app.cloud.batch.run import Batch, BatchConfig, BatchNode, BatchTiming
 from app.cloud.offload.base import RemoteSetup
 from app.cloud.remote.transport import parse_ssh_url
 from app.core.queue.jobs import JobOptions
-from tests.cloud.sshd import LoopbackSshd, host_environment
+from tests.cloud.sshd import LoopbackSshd, free_port, host_environment
 from tests.test_cli import scriba
 
 OPTIONS = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("json",))
@@ -186,3 +186,17 @@ def test_a_node_cannot_administer_the_broker() -> None:
         assert ask("default", "", "PING").startswith(b"-")
         assert broker.running
     assert not broker.running
+
+
+def test_a_host_that_cannot_be_reached_is_left_out_in_one_line_and_the_others_work(
+    hosts: list[LoopbackSshd], short_recordings: list[Path], tmp_path: Path
+) -> None:
+    said: list[str] = []
+    batch = _batch(hosts[:1], tmp_path, said)
+    batch.nodes.append(BatchNode("node2", parse_ssh_url(f"ssh://nobody@127.0.0.1:{free_port()}", hosts[0].client_key)))
+    result = batch.run(short_recordings[:1])
+    assert sorted(result.transcripts) == [0] and not result.failures, said
+    left_out = [line for line in said if "left out" in line]
+    assert len(left_out) == 1 and left_out[0].startswith("node2 (127.0.0.1) left out: ") and "\n" not in left_out[0]
+    assert "refused" in left_out[0]
+    assert not _workers_left()

@@ -171,7 +171,7 @@ class Batch:
             node.channel = channel
             threading.Thread(target=_drain, args=(channel, node.output), daemon=True, name=node.name).start()
             self.status(f"{node.name} ({node.endpoint.host}): worker started")
-        except (OffloadError, TransportError, OSError, ValueError) as error:
+        except Exception as error:  # this thread's end: any failure leaves this host out, said in one line
             node.failure = str(error) or type(error).__name__
             self.status(f"{node.name} ({node.endpoint.host}) left out: {node.failure}")
 
