@@ -14,11 +14,10 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 
 
 class FileServer:
-    """``register`` a file, get its token; the nodes GET ``/TOKEN``. A context manager that stops the server."""
+    """``register`` a file, get its token; the nodes GET ``/TOKEN``. ``start`` and ``stop`` it around the batch."""
 
     def __init__(self) -> None:
         self._files: dict[str, Path] = {}
@@ -78,12 +77,3 @@ class FileServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> FileServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
