@@ -20,7 +20,6 @@ import json
 import math
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")
 
 from benchmarks import long_material  # noqa: E402
-from benchmarks.bench_engine import sample_dir, table  # noqa: E402
+from benchmarks.bench_engine import peak_rss_mb, sample_dir, table  # noqa: E402
 from benchmarks.long_material import AMI, GROUP_AMI, SAMPLE_RATE, Piece, build, round_pieces  # noqa: E402
 from tests import metrics  # noqa: E402
 
@@ -73,7 +72,7 @@ def child(wav: Path, rttm: Path, threads: int) -> None:
     started = time.perf_counter()
     transcript = Engine().run(wav, options, progress=lambda p: progress.append((time.perf_counter(), p.fraction)))
     wall = time.perf_counter() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()
     turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns] if transcript.diarization else []
     der = metrics.der(metrics.rttm_annotation(rttm), metrics.turns_annotation(turns))
     print(
