@@ -28,10 +28,6 @@ class Spread:
     useful_nodes: int  # more than this and the uplink, not the GPUs, sets the pace
     upload_bound: bool  # this many machines already wait for the uplink
 
-    @property
-    def per_node_cost_usd(self) -> float:
-        return self.cost_usd / self.nodes
-
 
 def spread_over(option: Option, nodes: int, files: int, minimum_billing_s: float = 0.0) -> Spread:
     """``option`` (one machine, from :func:`app.cloud.pricing.estimate.estimate`) on ``nodes`` machines."""
