@@ -66,8 +66,25 @@ def add_run_parser(offload_commands: argparse._SubParsersAction[argparse.Argumen
         action="store_true",
         help="let this job's remote use your Hugging Face token (for pyannote); never sent otherwise",
     )
+    run.add_argument(
+        "--gpus",
+        type=_machine_count,
+        default=1,
+        metavar="N",
+        help="rent N machines that share the files (one queue; each machine ended as soon as it has nothing left)",
+    )
     run.add_argument("-y", "--yes", action="store_true", help="do not ask before renting")
     add_job_options(run)
+
+
+def _machine_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of machines") from None
+    if not 1 <= count <= 64:
+        raise argparse.ArgumentTypeError(f"{count} machines: give 1 to 64")
+    return count
 
 
 def _print_event(event: OffloadEvent) -> None:
@@ -90,6 +107,9 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         return ExitCode.USAGE
     if args.provider != "ssh":
         return _run_rented(args, resolved_options(job_options_from_args(args)), data_dir)
+    if args.gpus > 1:
+        print("scriba: error: --gpus is for renting; for your own machines give --host once per host", file=sys.stderr)
+        return ExitCode.USAGE
     if not args.host:
         print("scriba: error: --provider ssh needs --host ssh://user@host:port", file=sys.stderr)
         return ExitCode.USAGE
@@ -218,15 +238,30 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         )
         return ExitCode.USAGE
     offer = option.offer
+    seconds, cost = option.est_seconds, option.est_cost_usd
+    machines = f"{args.gpus} x " if args.gpus > 1 else ""
+    if args.gpus > 1:
+        from app.cloud.pricing.spread import spread_over
+
+        if args.send_hf_token:
+            print("scriba: error: --send-hf-token is for one machine, not a batch", file=sys.stderr)
+            return ExitCode.USAGE
+        spread = spread_over(option, args.gpus, len(args.inputs))
+        seconds, cost = spread.wall_s, spread.cost_usd
+        if spread.useful_nodes < args.gpus:
+            print(
+                f"note: about {spread.useful_nodes} machine(s) are enough here: with more, the upload (or the number "
+                "of files) sets the pace, and the others cost their start-up for little",
+                file=sys.stderr,
+            )
     summary = (
-        f"{args.provider} {offer.gpu} ({offer.vram_gb:.0f} GB) at ${option.usd_per_hour:.3f}/h: about "
-        f"{format_duration(option.est_seconds)}, about ${option.est_cost_usd:.2f} (price of {offer.price_date})"
+        f"{args.provider} {machines}{offer.gpu} ({offer.vram_gb:.0f} GB) at ${option.usd_per_hour:.3f}/h each: about "
+        f"{format_duration(seconds)}, about ${cost:.2f} (price of {offer.price_date})"
     )
     print(f"estimate: {summary}", file=sys.stderr)
-    if args.budget is not None and option.est_cost_usd > args.budget:
+    if args.budget is not None and cost > args.budget:
         print(
-            f"scriba: error: the estimate (${option.est_cost_usd:.2f}) is over the budget (${args.budget:.2f}): "
-            "nothing was launched",
+            f"scriba: error: the estimate (${cost:.2f}) is over the budget (${args.budget:.2f}): nothing was launched",
             file=sys.stderr,
         )
         return ExitCode.FAILED
@@ -234,7 +269,7 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         if not sys.stdin.isatty():
             print("scriba: error: renting needs a yes: run in a terminal, or pass --yes", file=sys.stderr)
             return ExitCode.USAGE
-        answer = input("Rent it? The machine is destroyed when the job ends. [y/N] ")
+        answer = input(f"Rent {'them' if args.gpus > 1 else 'it'}? Each machine is destroyed when the job ends. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing was launched", file=sys.stderr)
             return ExitCode.FAILED
@@ -245,6 +280,8 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         token, _ = huggingface_token()
     if not sweep_at_start(data_dir):
         return ExitCode.INTERRUPTED
+    if args.gpus > 1:
+        return _run_rented_batch(args, options, data_dir, offer, cost)
     try:
         offload = build_rented_offload(
             args.provider,
@@ -265,6 +302,58 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
     if result is None:
         return status
     return _export_results(args, options, result)
+
+
+def _run_rented_batch(args: argparse.Namespace, options: JobOptions, data_dir: Path, offer: Any, cost: float) -> int:
+    """--gpus N: N machines, one queue (app/cloud/batch/rented.py); what is said of each machine is what its
+    provider confirmed."""
+    from app.cloud.batch.rented import build_rented_batch
+    from app.core.errors import ScribaError
+
+    def status(text: str) -> None:
+        print(f"[batch] {text}", file=sys.stderr, flush=True)
+
+    batch = None
+    with _stop_signals_interrupt() as received:
+        try:
+            batch = build_rented_batch(
+                args.provider,
+                offer,
+                args.gpus,
+                data_dir,
+                options=options,
+                budget_usd=args.budget,
+                estimate_usd=cost,
+                status=status,
+            )
+            result = batch.run(args.inputs)
+        except KeyboardInterrupt:
+            which = received[0] if received else signal.SIGINT
+            why = "cancelled" if which is signal.SIGINT else f"stopped by {which.name}"
+            print(f"scriba: {why}; {_batch_teardown_words(batch)}", file=sys.stderr)
+            return _STOP_SIGNALS[which]
+        except ScribaError as error:
+            print(f"scriba: error: {error}", file=sys.stderr)
+            if batch is not None:
+                print(f"scriba: {_batch_teardown_words(batch)}", file=sys.stderr)
+            return ExitCode.FAILED
+    print(f"scriba: {_batch_teardown_words(batch)}", file=sys.stderr)
+    code = _export_results(args, options, result)
+    unconfirmed = [item for item in batch.teardowns if item.state == "unconfirmed"]
+    return ExitCode.FAILED if unconfirmed else code
+
+
+def _batch_teardown_words(batch: Any) -> str:
+    """What became of each machine, as its provider confirmed it: never "torn down" on a guess."""
+    if batch is None:
+        return "nothing was launched"
+    unconfirmed = [item.message for item in batch.teardowns if item.state == "unconfirmed"]
+    if unconfirmed:
+        return " ".join(unconfirmed)
+    ended = [machine for item in batch.teardowns if item.state == "terminated" for machine in item.machines]
+    if not ended:
+        return "no machine was launched"
+    return f"{len(ended)} machine(s) terminated (verified): {', '.join(ended)}"
 
 
 # Signals that end `offload run` the way Ctrl-C does, so the machine is torn down: a service manager's stop or

@@ -16,6 +16,11 @@ def add_worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     node.add_argument("--files-port", type=int, required=True, help="the recordings' tunnel on this machine")
     node.add_argument("--name", required=True)
     node.add_argument("--visibility-timeout", type=float, default=3 * 3600.0)
+    node.add_argument(
+        "--broker-timeout", type=float, default=180.0, help="end when the queue has not answered this long (seconds)"
+    )
+    node.add_argument("--deadline", type=float, default=None, help="epoch seconds: the budget's hard stop")
+    node.add_argument("--on-expire", nargs=argparse.REMAINDER, default=None, help="command that ends the machine")
     watchdog = actions.add_parser("watchdog", help="end the work when the client's heartbeat stops")
     watchdog.add_argument("--dir", type=Path, required=True)
     watchdog.add_argument("--heartbeat-timeout", type=float, default=180.0)
@@ -33,7 +38,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.worker_command == "batch-node":
         from app.cloud.batch.node import run_node
 
-        return run_node(args.broker_port, args.files_port, args.name, args.visibility_timeout)
+        return run_node(
+            args.broker_port,
+            args.files_port,
+            args.name,
+            args.visibility_timeout,
+            broker_timeout_s=args.broker_timeout,
+            deadline=args.deadline,
+            on_expire=args.on_expire or None,
+        )
     return run_watchdog(
         args.dir,
         heartbeat_timeout_s=args.heartbeat_timeout,

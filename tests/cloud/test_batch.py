@@ -200,3 +200,207 @@ def test_a_host_that_cannot_be_reached_is_left_out_in_one_line_and_the_others_wo
     assert len(left_out) == 1 and left_out[0].startswith("node2 (127.0.0.1) left out: ") and "\n" not in left_out[0]
     assert "refused" in left_out[0]
     assert not _workers_left()
+
+
+def test_a_node_whose_queue_stops_answering_ends_itself_and_its_machine(tmp_path: Path) -> None:
+    """The computer that started the batch is gone (here: its broker stops): the node's watchdog runs the
+    provider's self-termination command (here one that leaves a mark) and the worker exits, instead of retrying
+    the broker forever on a machine that bills."""
+    mark = tmp_path / "machine-ended"
+    with LocalBroker() as broker:
+        node = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "app", "worker", "batch-node"),
+                *("--broker-port", str(broker.port), "--files-port", str(free_port()), "--name", "node1"),
+                *("--broker-timeout", "2", "--on-expire", "touch", str(mark)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        assert node.stdin is not None and node.stdout is not None
+        node.stdin.write(broker.node_password + "\n")
+        node.stdin.flush()
+        assert '"ready": true' in node.stdout.readline()
+        broker.stop()
+        try:
+            code = node.wait(timeout=60)
+        finally:
+            node.kill()
+    output = node.stdout.read()
+    assert code == 3, output
+    assert mark.exists(), output
+    assert "has not answered for 2 s" in output
+
+
+def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
+    hosts: list[LoopbackSshd], short_recordings: list[Path], recordings: list[Path], tmp_path: Path
+) -> None:
+    """`offload run --gpus 2` on RunPod (its documented API replayed; each "pod" is a real sshd here): both pods in
+    the ledger, both running the queue, the one the queue has nothing left for destroyed while the other still
+    works, both destroyed and verified, the ledger closed, nothing left running."""
+    import threading
+    import time
+
+    from app.cloud.batch.rented import RentedBatch
+    from app.cloud.offload.base import OffloadConfig
+    from app.cloud.offload.ledger import Ledger
+    from app.cloud.providers import RunPod
+    from app.cloud.types import Offer
+    from tests.cloud.replay_server import ReplayServer, Reply
+    from tests.cloud.test_providers import runpod_pod
+
+    pods = {f"pod{index}": server for index, server in enumerate(hosts)}
+    ended_at: dict[str, float] = {}
+    lock = threading.Lock()
+    created: list[str] = []
+
+    def create(request: Any) -> dict[str, Any]:
+        with lock:
+            pod_id = f"pod{len(created)}"
+            created.append(pod_id)
+        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
+
+    def described(pod_id: str) -> Any:
+        def answer(request: Any) -> Any:
+            if pod_id in ended_at:
+                return Reply(404, {"error": "pod not found"})
+            pod = runpod_pod("RUNNING", direct=True)
+            pod["ssh"]["direct"].update(host="127.0.0.1", port=pods[pod_id].port)
+            return {**pod, "id": pod_id}
+
+        return answer
+
+    def delete(pod_id: str) -> Any:
+        def answer(request: Any) -> Any:
+            ended_at.setdefault(pod_id, time.monotonic())
+            return {}
+
+        return answer
+
+    said: list[tuple[float, str]] = []
+    with ReplayServer() as api:
+        api.route("POST", "/v2/pods", create)
+        for pod_id in pods:
+            api.route("GET", f"/v2/pods/{pod_id}", described(pod_id))
+            api.route("DELETE", f"/v2/pods/{pod_id}", delete(pod_id))
+        provider = RunPod("runpod-key-DO-NOT-LEAK", base_url=api.url + "/v2")
+        offer = Offer(
+            "runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.69, None, "per-second", 1.0,
+            "api:runpod", "2026-11-24", True,
+        )  # fmt: skip
+        ledger = Ledger(tmp_path / "ledger.sqlite3")
+        config = OffloadConfig(
+            options=OPTIONS,
+            key_file=hosts[0].client_key,
+            public_key=hosts[0].client_key.with_suffix(".pub").read_text().strip(),
+            known_hosts=tmp_path / "scriba_known_hosts",
+            pin_new_host=True,
+            setup=RemoteSetup((sys.executable, "-m", "app"), tuple(host_environment(tmp_path, numeric=True).items())),
+            budget_usd=5.0,
+        )
+        batch = RentedBatch(
+            provider,
+            [offer, offer],
+            ledger,
+            config,
+            status=lambda text: said.append((time.monotonic(), text)),
+            timing=BatchTiming(connect_wait_s=30.0),
+        )
+        # The last file is the longest: whichever node does not take it has nothing left while it runs.
+        result = batch.run([*short_recordings[:2], recordings[0]])
+        assert not api.unmatched
+
+    lines = [text for _, text in said]
+    assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, lines
+    assert sorted(created) == ["pod0", "pod1"] and sorted(ended_at) == ["pod0", "pod1"], lines
+    released = [text for text in lines if "released: nothing left for it" in text]
+    assert len(released) == 1, lines
+    last_done = max(when for when, text in said if re.fullmatch(r"node\d: .+ done", text))
+    assert min(ended_at.values()) < last_done, lines  # one pod ended while the other still transcribed
+    assert [item.state for item in batch.teardowns] == ["terminated", "terminated"]
+    assert all(not entry.is_open for entry in ledger.entries()) and len(ledger.entries()) == 2
+    assert 0 < result.cost_usd < 0.69 * 2 * result.seconds / 3600 + 0.01
+    assert not _workers_left()
+
+
+CRASHING_BATCH = """
+import sys
+from pathlib import Path
+from app.cloud.batch.rented import RentedBatch
+from app.cloud.offload.base import OffloadConfig
+from app.cloud.offload.ledger import Ledger
+from app.cloud.providers import RunPod
+from app.cloud.types import Offer
+from app.core.queue.jobs import JobOptions
+
+url, ledger_path, recording = sys.argv[1:4]
+offer = Offer("runpod", "NVIDIA GeForce RTX 3090", "RTX 3090", 1, 24.0, 0.44, None, "per-second", 1.0,
+              "api:runpod", "2026-11-24", True)
+config = OffloadConfig(options=JobOptions(model="tiny.en"), known_hosts=Path(ledger_path).with_name("known_hosts"),
+                       pin_new_host=True, public_key="ssh-ed25519 AAAA scriba")
+RentedBatch(RunPod("runpod-key", base_url=url), [offer] * 3, Ledger(Path(ledger_path)), config, print).run(
+    [Path(recording)])
+"""
+
+
+def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    """SIGKILL (nothing in the process runs) once three pods exist: the next start's sweep finds all three in the
+    ledger and destroys each one."""
+    import threading
+    import time
+
+    from app.cloud.offload.ledger import Ledger
+    from app.cloud.providers import RunPod
+    from tests.cloud.replay_server import ReplayServer, Reply
+    from tests.cloud.test_providers import runpod_pod
+
+    lock = threading.Lock()
+    created: list[str] = []
+    deleted: set[str] = set()
+
+    def create(request: Any) -> dict[str, Any]:
+        with lock:
+            pod_id = f"pod{len(created)}"
+            created.append(pod_id)
+        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
+
+    def pod(request: Any) -> Any:
+        pod_id = request.path.rsplit("/", 1)[1]
+        if request.method == "DELETE":
+            deleted.add(pod_id)
+            return {}
+        if pod_id in deleted:
+            return Reply(404, {"error": "pod not found"})
+        return {**runpod_pod("PROVISIONING"), "id": pod_id}  # booting for ever: the crash comes first
+
+    ledger_path = tmp_path / "cloud-ledger.sqlite3"
+    with ReplayServer() as api:
+        api.route("POST", "/v2/pods", create)
+        for index in range(3):
+            for method in ("GET", "DELETE"):
+                api.route(method, f"/v2/pods/pod{index}", pod)
+        api.route("GET", "/v2/pods", lambda request: {"pods": []})
+        child = subprocess.Popen(
+            [sys.executable, "-c", CRASHING_BATCH, api.url + "/v2", str(ledger_path), str(sample_dir / "sample.wav")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        # Each instance id is written down before its first status poll: once all three are polled, all are known.
+        while time.monotonic() < deadline and not all(api.calls("GET", f"/v2/pods/pod{i}") for i in range(3)):
+            time.sleep(0.1)
+        child.kill()
+        child.wait()
+        assert len(created) == 3 and not deleted
+        ledger = Ledger(ledger_path)
+        assert sorted(entry.instance_id or "" for entry in ledger.open_entries()) == ["pod0", "pod1", "pod2"]
+        messages: list[str] = []
+        ledger.sweep_orphans({"runpod": RunPod("runpod-key", base_url=api.url + "/v2")}, messages.append, poll_s=0.1)
+        assert not api.unmatched
+    assert deleted == {"pod0", "pod1", "pod2"}, messages
+    assert not ledger.open_entries(), messages

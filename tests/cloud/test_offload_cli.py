@@ -33,6 +33,38 @@ def test_over_budget_launches_nothing(tmp_path: Path, sample_dir: Path) -> None:
     assert _ledger_entries(data) == []
 
 
+def test_several_machines_are_estimated_together_against_the_budget(tmp_path: Path, sample_dir: Path) -> None:
+    """--gpus N: the estimate shown and checked against the budget is for N machines (each one's start-up paid),
+    more than for one; nothing is launched when it is over."""
+    data = tmp_path / "data"
+    files = [str(sample_dir / "sample.wav")] * 3
+
+    def estimate(gpus: str, budget: str) -> tuple[float, str]:
+        result = scriba(
+            "--data-dir", str(data), "offload", "run", *files, "--provider", "runpod", "--gpu", "RTX 3090",
+            "--model", "large-v3", "--gpus", gpus, "--budget", budget, "--yes",
+        )  # fmt: skip
+        assert result.returncode == 1 and "nothing was launched" in result.stderr, result.stderr
+        line = next(line for line in result.stderr.splitlines() if line.startswith("estimate: "))
+        return float(line.split("about $")[1].split()[0]), line
+
+    one, _ = estimate("1", "0.0001")
+    three, line = estimate("3", "0.0001")
+    assert "runpod 3 x RTX 3090" in line and three > one
+    assert _ledger_entries(data) == []
+
+
+def test_machine_counts_are_checked(tmp_path: Path, sample_dir: Path) -> None:
+    wav = str(sample_dir / "sample.wav")
+    zero = scriba("--data-dir", str(tmp_path), "offload", "run", wav, "--provider", "runpod", "--gpus", "0")
+    assert zero.returncode == 2 and "give 1 to 64" in zero.stderr
+    own = scriba(
+        "--data-dir", str(tmp_path), "offload", "run", wav, "--provider", "ssh", "--host", "ssh://me@box",
+        "--gpus", "2",
+    )  # fmt: skip
+    assert own.returncode == 2 and "give --host once per host" in own.stderr
+
+
 def test_renting_needs_a_yes(tmp_path: Path, sample_dir: Path) -> None:
     result = scriba(
         "--data-dir", str(tmp_path), "offload", "run", str(sample_dir / "sample.wav"), "--provider", "lambda"

@@ -93,8 +93,57 @@ def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str)
     return result
 
 
-def run_node(broker_port: int, files_port: int, name: str, visibility_timeout_s: float) -> int:
+def watch_node(
+    access: Any,
+    name: str,
+    broker_timeout_s: float,
+    deadline: float | None,
+    on_expire: list[str] | None,
+    poll_s: float = 5.0,
+) -> None:
+    """The node's watchdog (a daemon thread): when the broker has not answered for ``broker_timeout_s`` (the
+    computer that started the batch crashed, slept or lost its network: the tunnel is gone) or the budget's
+    deadline has passed, run ``on_expire`` (the provider's way for a machine to end itself) and end this process.
+    Nobody else would: Celery retries a lost broker forever, and a rented machine bills while it does."""
+    import os
+    import subprocess
+
+    from app.cloud.batch.broker import LocalBroker
+
+    last_answer = time.monotonic()
+    while True:
+        time.sleep(poll_s)
+        reason = None
+        if LocalBroker.ping(access):
+            last_answer = time.monotonic()
+        elif time.monotonic() - last_answer > broker_timeout_s:
+            reason = f"the batch's queue has not answered for {broker_timeout_s:.0f} s"
+        if deadline is not None and time.time() > deadline:
+            reason = "the budget's hard deadline was reached"
+        if reason is None:
+            continue
+        print(json.dumps({"node": name, "expired": reason}), flush=True)
+        if on_expire:
+            try:
+                done = subprocess.run(on_expire, capture_output=True, text=True, timeout=120)
+                print(f"on-expire exited {done.returncode}: {done.stderr.strip()[-300:]}", flush=True)
+            except (OSError, subprocess.SubprocessError) as error:
+                print(f"on-expire failed: {error}", flush=True)
+        os._exit(3)  # the whole worker, whatever state Celery's threads are in
+
+
+def run_node(
+    broker_port: int,
+    files_port: int,
+    name: str,
+    visibility_timeout_s: float,
+    broker_timeout_s: float = 180.0,
+    deadline: float | None = None,
+    on_expire: list[str] | None = None,
+) -> int:
     """The node's worker loop; the broker password comes on standard input (never on a command line)."""
+    import threading
+
     from app.cloud.batch.broker import NODE_USER, BrokerAccess
     from app.core.engine.pipeline import Engine
 
@@ -104,6 +153,12 @@ def run_node(broker_port: int, files_port: int, name: str, visibility_timeout_s:
         return 2
     access = BrokerAccess("127.0.0.1", broker_port, NODE_USER, password)
     app = celery_app(access.url(), visibility_timeout_s)
+    threading.Thread(
+        target=watch_node,
+        args=(access, name, broker_timeout_s, deadline, on_expire, min(5.0, max(0.5, broker_timeout_s / 4))),
+        daemon=True,
+        name="watchdog",
+    ).start()
     engine = Engine()  # one per node: the models stay loaded from one job to the next
 
     @app.task(name=TASK_NAME)  # type: ignore[untyped-decorator]

@@ -50,6 +50,11 @@ class BatchTiming:
     visibility_timeout_s: float = 3 * 3600.0
     poll_s: float = 0.5
     node_start_timeout_s: float = 600.0
+    # A node whose queue has not answered this long ends itself (and its machine, where the provider allows it).
+    broker_timeout_s: float = 180.0
+    # How long a node's SSH may be refused before it counts as down: 0 for the user's own hosts (up or not), a few
+    # minutes for a machine the provider just reported running (sshd starts last).
+    connect_wait_s: float = 0.0
 
 
 @dataclass
@@ -61,13 +66,20 @@ class BatchNode:
     setup: RemoteSetup | None = None
     pid: int | None = None
     channel: Any = None  # the worker's command channel (paramiko.Channel)
+    on_expire: list[str] | None = None  # the command with which the node's machine ends itself (RunPod)
     failure: str | None = None
+    released: bool = False  # stopped early because the queue had nothing left for it
     jobs_done: int = 0
     output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
 
     @property
     def alive(self) -> bool:
-        return self.failure is None and self.channel is not None and not self.channel.exit_status_ready()
+        return (
+            self.failure is None
+            and not self.released
+            and self.channel is not None
+            and not self.channel.exit_status_ready()
+        )
 
 
 @dataclass
@@ -76,6 +88,8 @@ class BatchConfig:
     known_hosts: Path
     setup: RemoteSetup = field(default_factory=RemoteSetup)
     timing: BatchTiming = field(default_factory=BatchTiming)
+    pin_new_host: bool = False  # True for machines rented a minute ago: their first host key is pinned
+    deadline: float | None = None  # epoch seconds: the budget's hard stop, kept by each node's watchdog
 
 
 class Batch:
@@ -87,13 +101,23 @@ class Batch:
         config: BatchConfig,
         status: Callable[[str], None] = lambda text: None,
         wheel: Callable[[], contextlib.AbstractContextManager[Path]] | None = None,
+        release: Callable[[int], None] | None = None,
+        on_expire: Sequence[list[str] | None] | None = None,
     ) -> None:
+        """``release(i)``: called (on a thread of its own) once node ``i`` is stopped because the queue has nothing
+        left for it, so that its machine can be ended before the batch is over; without it idle nodes wait.
+        ``on_expire[i]``: how node ``i``'s machine ends itself when this computer is gone."""
         if not endpoints:
             raise OffloadError("a batch needs at least one host")
         self.config = config
         self.status = status
         self._wheel = wheel
-        self.nodes = [BatchNode(f"node{index + 1}", endpoint) for index, endpoint in enumerate(endpoints)]
+        self._release = release
+        self._releasing: list[threading.Thread] = []
+        expire = list(on_expire) if on_expire is not None else [None] * len(endpoints)
+        self.nodes = [
+            BatchNode(f"node{index + 1}", endpoint, on_expire=expire[index]) for index, endpoint in enumerate(endpoints)
+        ]
         self._cancelled = threading.Event()
         self.uploaded_bytes = 0
 
@@ -115,6 +139,8 @@ class Batch:
             self._stop_nodes()
             server.stop()
             broker.stop()
+            for thread in self._releasing:
+                thread.join()
 
     # ------------------------------------------------------------------------------------------------ nodes
 
@@ -139,12 +165,9 @@ class Batch:
         from app.cloud.offload.remote_install import ensure_remote_scriba
 
         try:
-            session = SshSession(node.endpoint, self.config.known_hosts)
+            session = SshSession(node.endpoint, self.config.known_hosts, pin_new_host=self.config.pin_new_host)
             node.session = session
-            try:
-                session.connect()
-            except CONNECTION_ERRORS as error:
-                raise TransportError(connection_failure(node.endpoint, error)) from None
+            self._connect(session)
             node.setup = ensure_remote_scriba(
                 session, self.config.setup, lambda text: self.status(f"{node.name}: {text}"), self._wheel_context
             )
@@ -162,6 +185,10 @@ class Batch:
                 node.name,
                 "--visibility-timeout",
                 str(self.config.timing.visibility_timeout_s),
+                "--broker-timeout",
+                str(self.config.timing.broker_timeout_s),
+                *(["--deadline", f"{self.config.deadline:.0f}"] if self.config.deadline else []),
+                *(["--on-expire", *node.on_expire] if node.on_expire else []),  # last: it takes the rest
             )
             # `echo $$; exec …`: the shell's pid is the worker's, so the teardown can end exactly that process.
             channel = session.transport.open_session()
@@ -174,6 +201,20 @@ class Batch:
         except Exception as error:  # this thread's end: any failure leaves this host out, said in one line
             node.failure = str(error) or type(error).__name__
             self.status(f"{node.name} ({node.endpoint.host}) left out: {node.failure}")
+
+    def _connect(self, session: SshSession) -> None:
+        """Connect; a machine just reported running may refuse SSH for a while (``connect_wait_s``)."""
+        deadline = time.monotonic() + self.config.timing.connect_wait_s
+        wait = 1.0
+        while True:
+            try:
+                session.connect()
+                return
+            except CONNECTION_ERRORS as error:
+                if time.monotonic() + wait > deadline or self._cancelled.is_set():
+                    raise TransportError(connection_failure(session.endpoint, error)) from None
+                time.sleep(wait)
+                wait = min(wait * 2, 10.0)
 
     @contextlib.contextmanager
     def _wheel_context(self) -> Iterator[Path]:
@@ -191,16 +232,22 @@ class Batch:
 
     def _stop_nodes(self) -> None:
         for node in self.nodes:
-            if node.session is not None and node.pid is not None and node.session.connected:
-                with contextlib.suppress(Exception):
-                    node.session.run_shell(f"kill -KILL {node.pid} 2>/dev/null; true", check=False, timeout_s=15)
-            if node.channel is not None:
-                with contextlib.suppress(Exception):
-                    node.channel.close()
-            if node.tunnels is not None:
-                node.tunnels.close()
-            if node.session is not None:
-                node.session.close()
+            _stop_node(node)
+
+    def _release_idle(self, running_on: dict[int, str], pending: bool) -> None:
+        """Stop every node the queue has nothing left for (no job waiting, none running there) and hand it to
+        ``release``, so that a rented machine stops billing as soon as it is idle rather than at the batch's end."""
+        if self._release is None or pending:
+            return
+        busy = set(running_on.values())
+        for index, node in enumerate(self.nodes):
+            if node.alive and node.name not in busy:
+                node.released = True
+                _stop_node(node)
+                self.status(f"{node.name} ({node.endpoint.host}) released: nothing left for it in the queue")
+                thread = threading.Thread(target=self._release, args=(index,), name=f"release-{node.name}")
+                thread.start()
+                self._releasing.append(thread)
 
     # ------------------------------------------------------------------------------------------------ jobs
 
@@ -248,8 +295,12 @@ class Batch:
                             taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
                             running_on[index] = taker
                             self.status(f"{taker}: {files[index].name} started")
+                # A job not seen STARTED may be waiting or just taken: either way its node is not idle yet. Once
+                # every file is in, the batch's own end stops them all.
+                if handles:
+                    self._release_idle(running_on, pending=any(index not in running_on for index in handles))
                 for node in self.nodes:
-                    if node.channel is None or node.alive or node.name in gone:
+                    if node.channel is None or node.alive or node.released or node.name in gone:
                         continue
                     gone.add(node.name)
                     said = f" ({node.output[-1]})" if node.output else ""
@@ -262,8 +313,9 @@ class Batch:
                             del running_on[index]
                             self.status(f"{files[index].name} goes to another node")
                 if handles and not any(node.alive for node in self.nodes):
+                    why = "its node stopped after the others were released" if self._releasing else "every node stopped"
                     for index in handles:
-                        failures[index] = f"{files[index]}: not done: every node stopped"
+                        failures[index] = f"{files[index]}: not done: {why}; run it again"
                     break
                 time.sleep(self.config.timing.poll_s)
         finally:
@@ -310,6 +362,20 @@ class Batch:
         if seconds > 0:
             speeds[index] = transcript.duration / seconds
         self.status(f"{node}: {source.name} done")
+
+
+def _stop_node(node: BatchNode) -> None:
+    """End the node's worker (by the pid it reported), its channel, tunnels and connection; never raises."""
+    if node.session is not None and node.pid is not None and node.session.connected:
+        with contextlib.suppress(Exception):
+            node.session.run_shell(f"kill -KILL {node.pid} 2>/dev/null; true", check=False, timeout_s=15)
+    if node.channel is not None:
+        with contextlib.suppress(Exception):
+            node.channel.close()
+    if node.tunnels is not None:
+        node.tunnels.close()
+    if node.session is not None:
+        node.session.close()
 
 
 def _read_line(channel: Any, timeout_s: float) -> str:

@@ -95,6 +95,28 @@ def live_offer_for(provider: Provider, chosen: Offer) -> Offer:
     return min(candidates, key=lambda offer: offer.usd_per_hour)
 
 
+def live_offers_for(provider: Provider, chosen: Offer, count: int) -> list[Offer]:
+    """Offers for ``count`` machines like ``chosen``: the same one ``count`` times where an offer can be rented
+    again and again, else the ``count`` cheapest distinct ones (fewer when fewer are free; none is NoCapacity)."""
+    if not provider.offer_is_one_machine:
+        return [live_offer_for(provider, chosen)] * count
+    wanted = normalize_gpu_name(chosen.gpu)
+    candidates = sorted(
+        (
+            offer
+            for offer in provider.offers()
+            if normalize_gpu_name(offer.gpu) == wanted and offer.vram_gb >= chosen.vram_gb - 0.5
+        ),
+        key=lambda offer: offer.usd_per_hour,
+    )
+    if not candidates:
+        raise NoCapacity(
+            f"{provider.title} has no {chosen.gpu} free right now: pick another row of the estimate",
+            provider=provider.name,
+        )
+    return candidates[:count]
+
+
 def build_rented_offload(
     provider_name: str,
     chosen: Offer,

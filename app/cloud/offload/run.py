@@ -110,6 +110,7 @@ class Offload:
         self.work: str | None = None
         self.reconnects = 0
         self.uploaded_bytes = 0
+        self.ended_at: float | None = None  # when the teardown finished (what a batch node's bill runs to)
 
     def __repr__(self) -> str:  # never shows the token
         return f"Offload(provider={self.provider.name!r}, offer={self.offer.offer!r})"
@@ -173,6 +174,23 @@ class Offload:
         for path in files:
             if not path.is_file():
                 raise OffloadError(f"{path}: no such file; nothing was launched")
+        started = time.monotonic()
+        with self.machine(job_ref) as instance:
+            result = self._run_on(instance, files)
+            result.seconds = time.monotonic() - started
+            result.cost_usd = self.offer.usd_per_hour * self._elapsed() / 3600
+            result.instance = instance
+            if self.provider.rents_machines:
+                self._record_speeds(result)
+            return result
+
+    @contextlib.contextmanager
+    def machine(self, job_ref: str = "", on_event: Callable[[OffloadEvent], None] | None = None) -> Iterator[Instance]:
+        """The machine, from the ledger's intent to its verified end: launched, in the ledger, ready to connect
+        to; whatever ends the body (its end, an error, a cancel, Ctrl-C), the machine is torn down on the way out.
+        A batch holds one per node and leaves each as soon as that node has nothing left to do."""
+        if on_event is not None:
+            self._on_event = on_event
         label = new_label()
         try:
             ledger_id = self.ledger.record_intent(
@@ -186,7 +204,6 @@ class Offload:
             ) from error
         instance: Instance | None = None
         failure: BaseException | None = None
-        started = time.monotonic()
         try:
             rents = self.provider.rents_machines
             self._emit("status", f"launching {self.offer.gpu} on {self.provider.name}" if rents else "connecting")
@@ -202,18 +219,13 @@ class Offload:
             self._check_cancel()
             instance = self.provider.wait_ready(instance.instance_id)
             self.ledger.record_ready(ledger_id)
-            result = self._run_on(instance, files)
-            result.seconds = time.monotonic() - started
-            result.cost_usd = self.offer.usd_per_hour * self._elapsed() / 3600
-            result.instance = instance
-            if self.provider.rents_machines:
-                self._record_speeds(result)
-            return result
+            yield instance
         except BaseException as error:
             failure = error
             raise
         finally:
             self._teardown(ledger_id, label, instance, failure)
+            self.ended_at = time.monotonic()
 
     def _run_on(self, instance: Instance, files: Sequence[Path]) -> OffloadResult:
         if not instance.host:
@@ -521,7 +533,7 @@ class Offload:
     def _teardown(self, ledger_id: int, label: str, instance: Instance | None, failure: BaseException | None) -> None:
         """Remove the remote work, then end the machine and verify; record it afterwards. Never raises (it runs in
         ``finally``), needs no disk write to begin, and holds SIGINT/SIGTERM back until it is done."""
-        with _signals_held(self._still_tearing_down) as held:
+        with signals_held(self._still_tearing_down) as held:
             try:
                 self._tear_down(ledger_id, label, instance, failure)
             except Exception as error:  # a bug here must not hide the machine: say what is known
@@ -683,7 +695,7 @@ _HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "S
 
 
 @contextlib.contextmanager
-def _signals_held(tell: Callable[[], None]) -> Iterator[list[int]]:
+def signals_held(tell: Callable[[], None]) -> Iterator[list[int]]:
     """Hold SIGINT, SIGTERM and SIGHUP back while the body runs: a second Ctrl-C (or a service manager's stop) during a
     teardown must not leave a machine half-ended. Each one is counted and ``tell`` says why nothing happens.
     Only the main thread can set handlers; elsewhere (the window's worker) there is no signal to hold."""

@@ -207,6 +207,9 @@ class Provider(abc.ABC):
     console_url: str  # where a person can see and end machines by hand
     ssh_user: str = "root"
     rents_machines = True  # as the offload reads it: these machines bill until terminated
+    # True where an offer is one particular machine (Vast.ai's asks): N machines need N offers. Elsewhere an offer
+    # is a kind of machine that can be rented again and again.
+    offer_is_one_machine = False
 
     def __init__(self, *, sleep: Sleep = time.sleep, clock: Clock = time.monotonic) -> None:
         self._sleep = sleep

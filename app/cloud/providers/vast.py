@@ -92,6 +92,7 @@ class VastAI(Provider):
     key_name = "vast_api_key"
     console_url = "https://cloud.vast.ai/instances/"
     ssh_user = "root"
+    offer_is_one_machine = True  # an ask is one host's GPUs
 
     def __init__(
         self,
