@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QRadioButton,
+    QSpinBox,
     QTableWidget,
     QTableWidgetItem,
     QToolButton,
@@ -44,6 +45,7 @@ from PySide6.QtWidgets import (
 
 from app.cloud.offload.session import (
     DEFAULT_BUDGET_USD,
+    BatchFactory,
     BuildOffload,
     ChoiceError,
     EstimateFunction,
@@ -70,6 +72,7 @@ from app.cloud.offload.wording import (
 )
 from app.cloud.pricing.estimate import Estimate, Option, within_budget
 from app.cloud.pricing.report import option_figures
+from app.cloud.pricing.spread import Spread, spread_over
 from app.core.config.settings import OffloadPreferences
 from app.core.queue.jobs import JobOptions, JobStore
 from app.gui.main_thread import deliver_on_main_thread
@@ -115,13 +118,23 @@ class OffloadDialog(QDialog):
         estimate_function: EstimateFunction = default_estimate,
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
+        batch_factory: BatchFactory | None = None,
         confirm: Confirm = ask_to_confirm,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Offload to cloud")
+        if batch_factory is None:
+            from app.cloud.batch.rented import build_rented_batch
+
+            batch_factory = build_rented_batch
         self.session = OffloadSession(
-            store, job_ids, estimate_function=estimate_function, rent_factory=rent_factory, ssh_factory=ssh_factory
+            store,
+            job_ids,
+            estimate_function=estimate_function,
+            rent_factory=rent_factory,
+            ssh_factory=ssh_factory,
+            batch_factory=batch_factory,
         )
         self._confirm = confirm
         preferences = preferences or OffloadPreferences()
@@ -208,6 +221,15 @@ class OffloadDialog(QDialog):
         self.budget.setValue(float(preferences.budget_usd or DEFAULT_BUDGET_USD))
         self.budget.setToolTip("A rental whose estimate is higher is refused; the remote stops when it is spent")
         self.budget.valueChanged.connect(self._update_run_button)
+        self.machines = QSpinBox()
+        self.machines.setRange(1, 16)
+        self.machines.setValue(1)
+        self.machines.setSuffix(" machine(s)")
+        self.machines.setToolTip(
+            "Rent this many machines of the chosen row: they share the jobs (each takes the next file), and each "
+            "one is destroyed as soon as nothing is left for it"
+        )
+        self.machines.valueChanged.connect(self._update_run_button)
         self.send_token = QCheckBox("Send my Hugging Face token to this machine for this job")
         self.send_token.setToolTip(
             "Only needed for pyannote diarization there. It goes to a file only the remote user can read, "
@@ -240,6 +262,8 @@ class OffloadDialog(QDialog):
         options_row = QHBoxLayout()
         options_row.addWidget(QLabel("Budget"))
         options_row.addWidget(self.budget)
+        options_row.addSpacing(12)
+        options_row.addWidget(self.machines)
         options_row.addSpacing(12)
         options_row.addWidget(self.send_token)
         options_row.addStretch(1)
@@ -390,6 +414,7 @@ class OffloadDialog(QDialog):
             if self.session.spent:
                 self.run_button.setToolTip("These jobs are no longer queued")
             return
+        self.machines.setEnabled(not self.ssh_choice.isChecked())  # several machines: a rental's choice
         if self.ssh_choice.isChecked():
             self.run_button.setText("Run on my SSH host")
             self.run_button.setToolTip("Nothing is rented: the jobs run on your machine over SSH")
@@ -401,8 +426,11 @@ class OffloadDialog(QDialog):
             self.run_button.setToolTip("Pick a row of the estimate, or choose “My SSH host”")
             self.run_button.setEnabled(False)
             return
-        self.run_button.setText(f"Run on {option.offer.gpu} ({option.offer.provider}) ≈ ${option.est_cost_usd:.2f}")
-        reason = why_not_rentable(option) or over_budget_text(option, self.budget.value())
+        spread = self._spread(option)
+        count = f"{spread.nodes} × " if spread is not None else ""
+        cost = spread.cost_usd if spread is not None else option.est_cost_usd
+        self.run_button.setText(f"Run on {count}{option.offer.gpu} ({option.offer.provider}) ≈ ${cost:.2f}")
+        reason = why_not_rentable(option) or over_budget_text(option, self.budget.value(), cost)
         self.run_button.setToolTip(reason or "Rent this machine, run the jobs there, then destroy it")
         self.run_button.setEnabled(reason is None)
 
@@ -431,17 +459,29 @@ class OffloadDialog(QDialog):
             where = f"your SSH host {self.ssh_url.text().strip()}"
         else:
             option = self.selected_option()
-            refusal = refuse_rental(option, budget)
+            spread = self._spread(option)
+            refusal = refuse_rental(option, budget, spread.cost_usd if spread is not None else None)
+            if refusal is None and spread is not None and self.send_token.isChecked():
+                refusal = "The Hugging Face token goes to one machine only: untick it, or rent one machine."
             if refusal is not None or option is None:
                 self._show_error(refusal or "")
                 return
-            if not self._confirm(self, "Rent a GPU?", confirmation_text(option, budget)):
+            if not self._confirm(self, "Rent a GPU?", confirmation_text(option, budget, spread)):
                 self._set_status("Nothing was rented.")
                 return
-            build = self.session.rent_build(option, options, budget, self.send_token.isChecked())
-            where = f"{option.offer.gpu} ({provider_title(option.offer.provider)})"
+            machines = spread.nodes if spread is not None else 1
+            build = self.session.rent_build(option, options, budget, self.send_token.isChecked(), machines)
+            count = f"{machines} × " if machines > 1 else ""
+            where = f"{count}{option.offer.gpu} ({provider_title(option.offer.provider)})"
         self.remember.emit({"budget_usd": budget})
         self._begin(queued, build, where)
+
+    def _spread(self, option: Option | None) -> Spread | None:
+        """The chosen row on the chosen number of machines; None for one machine."""
+        if option is None or self.machines.value() < 2:
+            return None
+        files = len(self.selected.job_ids) if self.selected is not None else 1
+        return spread_over(option, self.machines.value(), files)
 
     def _ssh_build(self, options: JobOptions) -> BuildOffload | None:
         choice = SshHostChoice(
@@ -467,7 +507,7 @@ class OffloadDialog(QDialog):
         self.cancel_button.setEnabled(True)
         self.cancel_button.show()
         self.close_button.setEnabled(False)
-        for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.send_token):
+        for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.machines, self.send_token):
             widget.setEnabled(False)
         self.session.begin(job_ids, build, where, self._deliver_event, self._deliver_outcome)
         self._update_run_button()
@@ -543,7 +583,7 @@ class OffloadDialog(QDialog):
         if conclusion.complete:
             self.progress.setValue(PROGRESS_STEPS)
         self._set_status(conclusion.status)
-        for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.send_token):
+        for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.machines, self.send_token):
             widget.setEnabled(not conclusion.spent)
         self._update_run_button()
         self.offload_ended.emit(conclusion.notification)

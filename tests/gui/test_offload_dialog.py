@@ -553,3 +553,113 @@ def test_the_start_up_sweep_ends_a_machine_the_ledger_wrongly_closed(
     qtbot.waitUntil(lambda: any("is terminated" in body for body in sweep_bodies()), timeout=10_000)
     bodies = sweep_bodies()
     assert any(LAMBDA_ID in body and "never launched" in body and "may be billing" in body for body in bodies)
+
+
+def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
+    open_window: Callable[..., MainWindow],
+    qtbot: Any,
+    sshd: LoopbackSshd,
+    two_calls: list[Path],
+    tmp_path: Path,
+) -> None:
+    """The dialog's machine count: 2 × a RunPod row (RunPod's documented API replayed; both pods are the loopback
+    sshd), the estimate and the question for two machines, both jobs done in the queue, both pods destroyed and
+    verified, the ledger closed."""
+    from app.cloud.batch.rented import RentedBatch
+    from app.cloud.batch.run import BatchTiming
+    from app.cloud.offload.session import parse_remote_command
+    from app.cloud.providers import RunPod
+    from tests.cloud.test_providers import runpod_pod
+
+    window = open_window(start_worker=False)
+    created: list[str] = []
+    deleted: set[str] = set()
+    lock = threading.Lock()
+
+    def create(request: Recorded) -> dict[str, Any]:
+        with lock:
+            pod_id = f"pod{len(created)}"
+            created.append(pod_id)
+        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
+
+    def pod(request: Recorded) -> Any:
+        pod_id = request.path.rsplit("/", 1)[1]
+        if request.method == "DELETE":
+            deleted.add(pod_id)
+            return {}
+        if pod_id in deleted:
+            return Reply(404, {"error": "pod not found"})
+        answer = runpod_pod("RUNNING", direct=True)
+        answer["ssh"]["direct"].update(host="127.0.0.1", port=sshd.port)
+        return {**answer, "id": pod_id}
+
+    asked: list[tuple[str, int, float | None]] = []
+    questions: list[str] = []
+    with ReplayServer() as api:
+        api.route("POST", "/v2/pods", create)
+        for pod_id in ("pod0", "pod1"):
+            api.route("GET", f"/v2/pods/{pod_id}", pod)
+            api.route("DELETE", f"/v2/pods/{pod_id}", pod)
+
+        def batch(
+            provider_name: str,
+            chosen: Offer,
+            count: int,
+            data_dir: Path,
+            *,
+            options: JobOptions,
+            budget_usd: float | None,
+            estimate_usd: float | None,
+            status: Callable[[str], None],
+        ) -> RentedBatch:
+            asked.append((provider_name, count, estimate_usd))
+            config = OffloadConfig(
+                options=options,
+                key_file=sshd.client_key,
+                public_key=sshd.client_key.with_suffix(".pub").read_text().strip(),
+                known_hosts=tmp_path / "pinned_hosts",
+                pin_new_host=True,
+                setup=parse_remote_command(remote_command(tmp_path)),
+                budget_usd=budget_usd,
+                estimate_usd=estimate_usd,
+            )
+            provider = RunPod("runpod-key-gui-DO-NOT-LEAK", base_url=api.url + "/v2")
+            return RentedBatch(
+                provider, [chosen] * count, ledger_for(data_dir), config, status, BatchTiming(connect_wait_s=30.0)
+            )
+
+        window.store.add_many(two_calls, OPTIONS)
+        ids = [job.id for job in window.store.jobs()]
+
+        def confirm(parent: QWidget, title: str, text: str) -> bool:
+            questions.append(text)
+            return True
+
+        dialog = OffloadDialog(window.store, ids, batch_factory=batch, confirm=confirm, parent=window)
+        dialog.show()
+        qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
+        assert dialog.estimate is not None
+        row, option = next(
+            (index, option)
+            for index, option in enumerate(dialog.estimate.options)
+            if option.offer.provider == "runpod" and why_not_rentable(option) is None
+        )
+        dialog.table.selectRow(row)
+        dialog.budget.setValue(50.0)
+        one_machine = dialog.run_button.text()
+        dialog.machines.setValue(2)
+        assert dialog.run_button.text().startswith(f"Run on 2 × {option.offer.gpu} (runpod) ≈ $")
+        assert dialog.run_button.text() != one_machine  # two start-ups are paid
+        qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=RUN_WAIT)
+        assert not api.unmatched
+
+    assert dialog.outcome is not None and dialog.outcome.error is None, dialog.error_label.text()
+    assert questions and questions[0].startswith(f"Rent 2 machines with {option.offer.gpu}")
+    assert asked and asked[0][:2] == ("runpod", 2) and (asked[0][2] or 0) > option.est_cost_usd
+    assert states(window) == [JobState.DONE, JobState.DONE]
+    for job in window.store.jobs():
+        assert "hello" in window.store.load_transcript(job.id).text.lower()
+    assert sorted(created) == ["pod0", "pod1"] and deleted == {"pod0", "pod1"}
+    assert open_ledger_entries(window.store.directory) == []
+    assert dialog.status_label.text().startswith(f"Finished on {option.offer.gpu} (runpod): 2 transcribed in ")

@@ -22,16 +22,19 @@ from app.cloud.batch.run import Batch, BatchConfig, BatchTiming
 from app.cloud.offload.base import (
     BudgetExceeded,
     LedgerLike,
+    OffloadCancelled,
     OffloadConfig,
     OffloadError,
     OffloadEvent,
     OffloadResult,
     ProviderLike,
     Teardown,
+    TeardownState,
 )
 from app.cloud.offload.run import Offload, signals_held
 from app.cloud.remote.transport import SshEndpoint
 from app.cloud.types import Instance, Offer
+from app.core.cancel import CancelToken
 from app.core.queue.jobs import JobOptions
 
 
@@ -67,6 +70,7 @@ class RentedBatch:
         if not offers:
             raise OffloadError("a batch needs at least one machine")
         self.provider = provider
+        self.offer = offers[0]  # what the queue's rows say the jobs ran on
         self.config = config
         self.status = status
         self.timing = timing or BatchTiming(connect_wait_s=300.0)
@@ -74,6 +78,8 @@ class RentedBatch:
         self._lock = threading.Lock()
         self._closing = False
         self._batch: Batch | None = None
+        self._on_event: Callable[[OffloadEvent], None] | None = None
+        self._started = time.monotonic()
 
     def cancel(self) -> None:
         for node in self.nodes:
@@ -86,10 +92,41 @@ class RentedBatch:
         return [node.offload.teardown for node in self.nodes]
 
     @property
+    def teardown(self) -> Teardown:
+        """All machines' teardowns as one, as a single offload's reads: confirmed only when every one is."""
+        states = [item.state for item in self.teardowns]
+        if "unconfirmed" in states:
+            state: TeardownState = "unconfirmed"
+        elif "terminated" in states:
+            state = "terminated"
+        elif "not_started" in states:
+            state = "not_started"
+        else:
+            state = "nothing_to_end"
+        return Teardown(
+            state=state,
+            machines=tuple(machine for item in self.teardowns for machine in item.machines),
+            message=" ".join(item.message for item in self.teardowns if item.state == "unconfirmed"),
+            ledger_errors=[error for item in self.teardowns for error in item.ledger_errors],
+        )
+
+    @property
     def cost_usd(self) -> float:
         return sum(node.offload.offer.usd_per_hour * node.billed_s / 3600 for node in self.nodes)
 
-    def run(self, files: Sequence[Path], job_ref: str = "") -> OffloadResult:
+    def run(
+        self,
+        files: Sequence[Path],
+        job_ref: str = "",
+        file_options: Sequence[JobOptions] | None = None,
+        on_event: Callable[[OffloadEvent], None] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> OffloadResult:
+        """As :meth:`Offload.run`: ``on_event`` hears status lines and each file's started/done/failed, with the
+        cost of all machines so far; ``cancel`` (the caller's token) stops every machine's part."""
+        self._on_event = on_event
+        if cancel is not None:
+            threading.Thread(target=self._follow_cancel, args=(cancel,), daemon=True, name="batch-cancel").start()
         budget, estimate = self.config.budget_usd, self.config.estimate_usd
         if budget is not None and estimate is not None and estimate > budget:
             raise BudgetExceeded(
@@ -99,7 +136,7 @@ class RentedBatch:
         for path in files:
             if not path.is_file():
                 raise OffloadError(f"{path}: no such file; nothing was launched")
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         launches = [
             threading.Thread(target=self._launch, args=(node, job_ref), name=f"launch-{index + 1}")
             for index, node in enumerate(self.nodes)
@@ -114,30 +151,44 @@ class RentedBatch:
                 reasons = "; ".join(sorted({node.failure or "not ready" for node in self.nodes}))
                 raise OffloadError(f"no machine could be rented: {reasons}")
             if len(ready) < len(self.nodes):
-                self.status(f"{len(ready)} of {len(self.nodes)} machines are up; the batch runs on those")
-            result = self._run_batch(ready, files)
-        except BaseException:
+                self._say(f"{len(ready)} of {len(self.nodes)} machines are up; the batch runs on those")
+            result = self._run_batch(ready, files, file_options)
+        except BaseException as error:
             self.cancel()  # machines still booting stop at their next step instead of joining a batch that ended
+            if cancel is not None and cancel.cancelled:
+                raise OffloadCancelled("cancelled by the user") from error
             raise
         finally:
             self._end_all(launches)
-            self.status(f"{len(self.nodes)} machine(s) billed about ${self.cost_usd:.2f} in all")
+            self._say(f"{len(self.nodes)} machine(s) billed about ${self.cost_usd:.2f} in all")
         result.seconds = time.monotonic() - started
         result.cost_usd = self.cost_usd  # now that every machine's bill has ended
         return result
+
+    def _follow_cancel(self, cancel: CancelToken) -> None:
+        while not cancel.wait(0.5):
+            if self._closing:
+                return
+        self.cancel()
+
+    def _say(self, text: str, kind: str = "status", index: int | None = None) -> None:
+        self.status(text)
+        if self._on_event is not None:
+            elapsed = time.monotonic() - self._started
+            self._on_event(OffloadEvent(kind, text, index=index, elapsed_s=elapsed, cost_usd=self.cost_usd))
 
     # ------------------------------------------------------------------------------------------- machines
 
     def _launch(self, node: RentedNode, job_ref: str) -> None:
         def event(item: OffloadEvent) -> None:
             if item.kind == "status" and item.message:
-                self.status(item.message)
+                self._say(item.message)
 
         try:
             instance = node.stack.enter_context(node.offload.machine(job_ref, on_event=event))
         except BaseException as error:  # this machine is left out (and already torn down); the others go on
             node.failure = str(error) or type(error).__name__
-            self.status(f"a machine could not be rented: {node.failure}")
+            self._say(f"a machine could not be rented: {node.failure}")
             return
         with self._lock:
             closing = self._closing
@@ -179,7 +230,9 @@ class RentedBatch:
 
     # ------------------------------------------------------------------------------------------- the queue
 
-    def _run_batch(self, ready: list[RentedNode], files: Sequence[Path]) -> OffloadResult:
+    def _run_batch(
+        self, ready: list[RentedNode], files: Sequence[Path], file_options: Sequence[JobOptions] | None
+    ) -> OffloadResult:
         config = self.config
         deadline = None
         if config.budget_usd is not None:
@@ -200,12 +253,13 @@ class RentedBatch:
             BatchConfig(
                 config.options, config.known_hosts, config.setup, self.timing, pin_new_host=True, deadline=deadline
             ),
-            status=self.status,
+            status=self._say,
             release=lambda index: self._end(ready[index]),
             on_expire=expire,
         )
+        batch.on_file = lambda kind, index, text: self._say(text, kind, index)
         self._batch = batch
-        return batch.run(files)
+        return batch.run(files, file_options)
 
 
 def build_rented_batch(

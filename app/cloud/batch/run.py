@@ -113,6 +113,8 @@ class Batch:
         self.status = status
         self._wheel = wheel
         self._release = release
+        # Hears each file's "started", "done" and "failed" (kind, file index, the status line) besides ``status``.
+        self.on_file: Callable[[str, int, str], None] | None = None
         self._releasing: list[threading.Thread] = []
         expire = list(on_expire) if on_expire is not None else [None] * len(endpoints)
         self.nodes = [
@@ -124,7 +126,8 @@ class Batch:
     def cancel(self) -> None:
         self._cancelled.set()
 
-    def run(self, files: Sequence[Path]) -> OffloadResult:
+    def run(self, files: Sequence[Path], file_options: Sequence[JobOptions] | None = None) -> OffloadResult:
+        """``file_options``: each file's own options (a queue's jobs may differ); default: the config's."""
         started = time.monotonic()
         broker = LocalBroker()
         server = FileServer()
@@ -132,7 +135,7 @@ class Batch:
             broker.start()
             server.start()
             self._start_nodes(broker, server)
-            result = self._collect(files, broker, server, started)
+            result = self._collect(files, broker, server, started, file_options)
             self.uploaded_bytes = server.sent_bytes
             return result
         finally:
@@ -251,9 +254,19 @@ class Batch:
 
     # ------------------------------------------------------------------------------------------------ jobs
 
-    def _collect(self, files: Sequence[Path], broker: LocalBroker, server: FileServer, started: float) -> OffloadResult:
+    def _collect(
+        self,
+        files: Sequence[Path],
+        broker: LocalBroker,
+        server: FileServer,
+        started: float,
+        file_options: Sequence[JobOptions] | None,
+    ) -> OffloadResult:
         app = celery_app(broker.driver.url(), self.config.timing.visibility_timeout_s)
-        options = self.config.options.to_dict() | {"output_dir": None}
+        options = [
+            (file_options[index] if file_options else self.config.options).to_dict() | {"output_dir": None}
+            for index in range(len(files))
+        ]
         batch = secrets.token_hex(8)
         jobs = {
             index: {
@@ -261,7 +274,7 @@ class Batch:
                 "index": index,
                 "token": server.register(path),
                 "name": path.name,
-                "options": options,
+                "options": options[index],
             }
             for index, path in enumerate(files)
         }
@@ -294,7 +307,7 @@ class Batch:
                         if state == "STARTED" and index not in running_on:
                             taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
                             running_on[index] = taker
-                            self.status(f"{taker}: {files[index].name} started")
+                            self._file_event("started", index, f"{taker}: {files[index].name} started")
                 # A job not seen STARTED may be waiting or just taken: either way its node is not idle yet. Once
                 # every file is in, the batch's own end stops them all.
                 if handles:
@@ -330,6 +343,11 @@ class Batch:
             speeds=speeds,
         )
 
+    def _file_event(self, kind: str, index: int, text: str) -> None:
+        self.status(text)
+        if self.on_file is not None:
+            self.on_file(kind, index, text)
+
     def _take(
         self,
         files: Sequence[Path],
@@ -350,7 +368,7 @@ class Batch:
                 each.jobs_done += 1
         if "error" in value:
             failures[index] = f"{source}: {value['error']}"
-            self.status(f"{node}: {source.name} failed: {value['error']}")
+            self._file_event("failed", index, f"{node}: {source.name} failed: {value['error']}")
             return
         try:
             transcript = Transcript.from_dict(value["transcript"])
@@ -361,7 +379,7 @@ class Batch:
         seconds = float(value.get("seconds") or 0)
         if seconds > 0:
             speeds[index] = transcript.duration / seconds
-        self.status(f"{node}: {source.name} done")
+        self._file_event("done", index, f"{node}: {source.name} done")
 
 
 def _stop_node(node: BatchNode) -> None:

@@ -4,7 +4,7 @@ and the events, result and teardown state a run reports."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -16,6 +16,7 @@ from app.core.queue.jobs import JobOptions
 
 if TYPE_CHECKING:
     from app.cloud.remote.transport import SshSession
+    from app.core.cancel import CancelToken
 
 
 class OffloadError(ScribaError):
@@ -162,3 +163,28 @@ class Teardown:
     message: str = ""
     ledger_errors: list[str] = field(default_factory=list)
     signals_held: int = 0  # SIGINT/SIGTERM that arrived during the teardown and were held back
+
+
+class OffloadLike(Protocol):
+    """What the queue and the window run: one machine (:class:`app.cloud.offload.run.Offload`) or several
+    (:class:`app.cloud.batch.rented.RentedBatch`)."""
+
+    @property
+    def provider(self) -> ProviderLike: ...
+
+    @property
+    def offer(self) -> Offer: ...
+
+    @property
+    def teardown(self) -> Teardown: ...
+
+    def cancel(self) -> None: ...
+
+    def run(
+        self,
+        files: Sequence[Path],
+        job_ref: str = ...,
+        file_options: Sequence[JobOptions] | None = ...,
+        on_event: Callable[[OffloadEvent], None] | None = ...,
+        cancel: CancelToken | None = ...,
+    ) -> OffloadResult: ...

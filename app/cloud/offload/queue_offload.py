@@ -16,14 +16,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from app.cloud.offload.base import OffloadCancelled, OffloadEvent, OffloadResult
-from app.cloud.offload.run import Offload
+from app.cloud.offload.base import OffloadCancelled, OffloadEvent, OffloadLike, OffloadResult
 from app.core.cancel import CancelToken
 from app.core.queue.jobs import Job, JobOptions, JobStore
 
 log = logging.getLogger(__name__)
 
-OffloadFactory = Callable[[], Offload]
+OffloadFactory = Callable[[], OffloadLike]
 
 
 def resolved_options(options: JobOptions) -> JobOptions:

@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.cloud.offload.wording import describe_error, teardown_text
 from app.cloud.pricing.estimate import LOCAL_PROVIDER, SSH_PROVIDER, Estimate, Option, within_budget
 from app.cloud.pricing.estimate import Job as EstimateJob
+from app.cloud.pricing.spread import spread_over
 from app.core.cancel import CancelToken
 from app.core.engine.export import clock
 from app.core.errors import ScribaError
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStore
 
 if TYPE_CHECKING:
-    from app.cloud.offload.base import OffloadEvent, OffloadResult, RemoteSetup
+    from app.cloud.offload.base import OffloadEvent, OffloadLike, OffloadResult, RemoteSetup
     from app.cloud.offload.run import Offload
     from app.cloud.types import Offer
 
@@ -47,7 +48,7 @@ DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 EstimateFunction = Callable[[EstimateJob], Estimate]
-BuildOffload = Callable[[], "Offload"]
+BuildOffload = Callable[[], "OffloadLike"]
 
 
 class RentFactory(Protocol):
@@ -64,6 +65,24 @@ class RentFactory(Protocol):
         estimate_usd: float | None,
         hf_token: str | None = None,
     ) -> Offload: ...
+
+
+class BatchFactory(Protocol):
+    """:func:`app.cloud.batch.rented.build_rented_batch`'s shape (N machines; given by the layer above, which may
+    import the batch)."""
+
+    def __call__(
+        self,
+        provider_name: str,
+        chosen: Offer,
+        count: int,
+        data_dir: Path,
+        *,
+        options: JobOptions,
+        budget_usd: float | None,
+        estimate_usd: float | None,
+        status: Callable[[str], None],
+    ) -> OffloadLike: ...
 
 
 class SshFactory(Protocol):
@@ -223,27 +242,33 @@ def why_not_rentable(option: Option) -> str | None:
     return None
 
 
-def over_budget_text(option: Option, budget: float) -> str | None:
-    """Why this row cannot run within ``budget``, for the Run button's tooltip; None when it can."""
-    if within_budget(option, budget):
+def _fits(option: Option, budget: float, cost: float | None) -> bool:
+    return within_budget(option, budget) if cost is None else cost <= budget + 1e-9
+
+
+def over_budget_text(option: Option, budget: float, cost: float | None = None) -> str | None:
+    """Why this row cannot run within ``budget``, for the Run button's tooltip; None when it can. ``cost``: the
+    estimate for several machines, where it is not the row's own."""
+    if _fits(option, budget, cost):
         return None
     return (
-        f"The estimate (${option.est_cost_usd:.2f}) is over your budget (${budget:.2f}): "
+        f"The estimate (${option.est_cost_usd if cost is None else cost:.2f}) is over your budget (${budget:.2f}): "
         "raise the budget or pick a cheaper row"
     )
 
 
-def refuse_rental(option: Option | None, budget: float) -> str | None:
+def refuse_rental(option: Option | None, budget: float, cost: float | None = None) -> str | None:
     """Why the Run button must not rent ``option`` (said when it was pressed anyway); None when it may."""
     if option is None:
         return "Pick a row of the estimate, or choose “My SSH host”."
     reason = why_not_rentable(option)
     if reason is not None:
         return reason
-    if not within_budget(option, budget):
+    if not _fits(option, budget, cost):
         return (
-            f"The estimate (${option.est_cost_usd:.2f}) is over your budget (${budget:.2f}): nothing was "
-            "rented. Raise the budget, pick a cheaper row, or send fewer files."
+            f"The estimate (${option.est_cost_usd if cost is None else cost:.2f}) is over your budget "
+            f"(${budget:.2f}): nothing was rented. Raise the budget, pick a cheaper row, use fewer machines, or "
+            "send fewer files."
         )
     return None
 
@@ -351,7 +376,7 @@ class OffloadRun:
     def __init__(self) -> None:
         # Shared with the QueueOffload and the Offload it runs: one cancel reaches every layer.
         self.cancel_token = CancelToken()
-        self.offload: Offload | None = None
+        self.offload: OffloadLike | None = None
         self.thread: threading.Thread | None = None
         self.started_at = time.monotonic()
 
@@ -422,6 +447,7 @@ class OffloadSession:
         estimate_function: EstimateFunction = default_estimate,
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
+        batch_factory: BatchFactory | None = None,
     ) -> None:
         self.store = store
         self.job_ids = tuple(job_ids)
@@ -429,6 +455,7 @@ class OffloadSession:
         self._estimate_function = estimate_function
         self._rent_factory = rent_factory
         self._ssh_factory = ssh_factory
+        self._batch_factory = batch_factory
         self.selected: SelectedJobs | None = None
         self.estimate: Estimate | None = None
         self.offload_run: OffloadRun | None = None
@@ -498,7 +525,12 @@ class OffloadSession:
 
         return build
 
-    def rent_build(self, option: Option, options: JobOptions, budget: float, send_token: bool) -> BuildOffload:
+    def rent_build(
+        self, option: Option, options: JobOptions, budget: float, send_token: bool, machines: int = 1
+    ) -> BuildOffload:
+        """``machines`` > 1: that many machines share the jobs (``estimate_usd`` is then the spread's)."""
+        if machines > 1:
+            return self._batch_build(option, options, budget, machines)
         factory = self._rent_factory
         if factory is None:
             from app.cloud.offload.launch import build_rented_offload
@@ -516,6 +548,28 @@ class OffloadSession:
                 budget_usd=budget,
                 estimate_usd=option.est_cost_usd,
                 hf_token=huggingface_token_if(send_token),
+            )
+
+        return build
+
+    def _batch_build(self, option: Option, options: JobOptions, budget: float, machines: int) -> BuildOffload:
+        batch_factory = self._batch_factory
+        if batch_factory is None:
+            raise ChoiceError("several machines at once need the batch, which this session was not given")
+        data_dir = self.data_dir
+        files = len(self.selected.job_ids) if self.selected is not None else 1
+        estimate_usd = spread_over(option, machines, files).cost_usd
+
+        def build() -> OffloadLike:
+            return batch_factory(
+                option.offer.provider,
+                option.offer,
+                machines,
+                data_dir,
+                options=options,
+                budget_usd=budget,
+                estimate_usd=estimate_usd,
+                status=lambda text: log.info("batch: %s", text),
             )
 
         return build

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cloud.pricing.estimate import Option, price_date_text
 from app.cloud.pricing.report import format_duration
+from app.cloud.pricing.spread import Spread
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import Teardown
@@ -74,16 +75,32 @@ def breakdown_text(option: Option) -> str:
     return "\n".join(lines)
 
 
-def confirmation_text(option: Option, budget: float) -> str:
-    """The question asked before anything is rented: what, where, at which price, and when it ends."""
+def confirmation_text(option: Option, budget: float, spread: Spread | None = None) -> str:
+    """The question asked before anything is rented: what, where, at which price, and when it ends. ``spread``:
+    the same row on several machines."""
     offer = option.offer
     vram = f" ({offer.vram_gb:g} GB)" if offer.vram_gb else ""
+    if spread is None or spread.nodes == 1:
+        return (
+            f"Rent {offer.gpu}{vram} on {provider_title(offer.provider)} at ${option.usd_per_hour:.3f} per hour?\n\n"
+            f"Estimate: about {format_duration(option.est_seconds)} and ${option.est_cost_usd:.2f} "
+            f"(prices of {price_date_text(offer)}).\n"
+            f"Budget: ${budget:.2f}; the remote work stops when it is spent.\n\n"
+            "The machine is destroyed when the jobs finish, fail or are cancelled."
+        )
+    enough = (
+        f"\nAbout {spread.useful_nodes} would be enough: past that, your upload or the number of files sets the pace.\n"
+        if spread.useful_nodes < spread.nodes
+        else ""
+    )
     return (
-        f"Rent {offer.gpu}{vram} on {provider_title(offer.provider)} at ${option.usd_per_hour:.3f} per hour?\n\n"
-        f"Estimate: about {format_duration(option.est_seconds)} and ${option.est_cost_usd:.2f} "
-        f"(prices of {price_date_text(offer)}).\n"
-        f"Budget: ${budget:.2f}; the remote work stops when it is spent.\n\n"
-        "The machine is destroyed when the jobs finish, fail or are cancelled."
+        f"Rent {spread.nodes} machines with {offer.gpu}{vram} on {provider_title(offer.provider)} at "
+        f"${option.usd_per_hour:.3f} per hour each?\n\n"
+        f"Estimate: about {format_duration(spread.wall_s)} and ${spread.cost_usd:.2f} for all of them "
+        f"(prices of {price_date_text(offer)}).\n{enough}"
+        f"Budget: ${budget:.2f} for all of them; the remote work stops when it is spent.\n\n"
+        "Each machine is destroyed as soon as the queue has nothing left for it, and all of them when the jobs "
+        "finish, fail or are cancelled."
     )
 
 
