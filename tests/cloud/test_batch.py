@@ -7,6 +7,7 @@ with a local run of the same files.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import soundfile
 
@@ -221,7 +223,7 @@ def test_a_node_whose_queue_stops_answering_ends_itself_and_its_machine(tmp_path
             env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         )
         assert node.stdin is not None and node.stdout is not None
-        node.stdin.write(broker.node_password + "\n")
+        node.stdin.write(broker.node_password + "\n" + "node-signing-key\n")
         node.stdin.flush()
         assert '"ready": true' in node.stdout.readline()
         broker.stop()
@@ -404,3 +406,122 @@ def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
         assert not api.unmatched
     assert deleted == {"pod0", "pod1", "pod2"}, messages
     assert not ledger.open_entries(), messages
+
+
+def test_a_long_file_is_cut_across_both_hosts_and_its_speakers_stay_consistent(
+    hosts: list[LoopbackSshd], sample_dir: Path, recordings: list[Path], tmp_path: Path
+) -> None:
+    """A recording of six voices (pyannote's real call, a four-voice espeak-ng meeting, the call again: its two
+    speakers come back after the meeting) cut into pieces that go to both hosts, beside a whole file: the
+    stitched transcript's who-spoke-when is as good as one run over the whole file (DER against the truth at
+    most 0.05 above it, the same number of speakers), and the call's speakers keep their labels when they return.
+    """
+    from app.core.engine.pipeline import Engine
+    from app.core.queue.worker import pipeline_options
+    from tests import metrics, synth
+
+    call, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
+    call_turns = [(start, end, f"call_{who}") for start, end, who in _rttm(sample_dir / "sample.rttm")]
+    meeting, utterances = synth.meeting(4, 14)
+    gap = np.zeros(rate, dtype=np.float32)
+    parts = [call, gap, meeting.astype(np.float32), gap, call]
+    samples = np.concatenate(parts)
+    offsets = np.cumsum([0, *(len(part) for part in parts)]) / rate
+    truth = [(offsets[0] + s, offsets[0] + e, who) for s, e, who in call_turns]
+    truth += [(offsets[2] + u.start, offsets[2] + u.end, f"espeak_{u.speaker}") for u in utterances]
+    truth += [(offsets[4] + s, offsets[4] + e, who) for s, e, who in call_turns]
+    long_file = synth.write_wav(tmp_path / "long meeting.wav", samples)
+
+    said: list[str] = []
+    batch = _batch(hosts, tmp_path, said, piece_s=45.0, overlap_s=8.0)
+    result = batch.run([long_file, recordings[0]])
+    assert sorted(result.transcripts) == [0, 1] and not result.failures, said
+    pieces = [line for line in said if re.fullmatch(r"node\d: long meeting\.wav \(part \d of \d\) started", line)]
+    assert {line.split(":")[0] for line in pieces} == {"node1", "node2"}, said  # both hosts took pieces
+    stitched = result.transcripts[0]
+    assert stitched.source == str(long_file.absolute()) and abs(stitched.duration - len(samples) / rate) < 0.01
+
+    local = Engine().run(long_file, pipeline_options(OPTIONS, None))
+    reference = metrics.turns_annotation(truth)
+
+    def der_and_count(transcript: Any) -> tuple[float, int]:
+        turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns]
+        return metrics.der(reference, metrics.turns_annotation(turns)), len({who for _, _, who in turns})
+
+    (batch_der, batch_found), (local_der, local_found) = der_and_count(stitched), der_and_count(local)
+    assert batch_der <= local_der + 0.05, (batch_der, local_der, stitched.diarization.reason)
+    assert batch_found == local_found, (batch_found, local_found)
+    assert "agree on" in stitched.diarization.reason
+
+    # The call's speakers, heard first in the first piece and again in the last: the same labels both times.
+    def who_speaks(start: float, end: float) -> str:
+        overlap: dict[str, float] = {}
+        for turn in stitched.diarization.turns:
+            shared = min(end, turn.end) - max(start, turn.start)
+            if shared > 0:
+                overlap[turn.speaker] = overlap.get(turn.speaker, 0.0) + shared
+        return max(overlap, key=overlap.__getitem__) if overlap else "?"
+
+    for start, end, _ in call_turns:
+        if end - start > 2.0:
+            assert who_speaks(offsets[0] + start, offsets[0] + end) == who_speaks(offsets[4] + start, offsets[4] + end)
+    assert not _workers_left()
+
+
+def _rttm(path: Path) -> list[tuple[float, float, str]]:
+    from tests.real_speech import rttm_turns
+
+    return rttm_turns(path)
+
+
+def test_answers_a_hostile_node_forges_in_the_queue_are_refused(
+    hosts: list[LoopbackSshd], short_recordings: list[Path], tmp_path: Path
+) -> None:
+    """A node holds the broker's node password, so it can write the queue's result keys: here it reads the
+    queued jobs' ids (LRANGE) and writes a finished answer for each before any node has run it, one claiming to
+    come from another node, one with no signature. Neither is believed: those files fail, saying why, nothing
+    forged is written, and the batch ends."""
+    said: list[str] = []
+    batch = _batch(hosts[:1], tmp_path, said)
+    forged: list[str] = []
+
+    def forge_on_queue(text: str) -> None:
+        said.append(text)
+        if not re.fullmatch(r"\d+ job\(s\) queued for .*", text) or batch.broker is None:
+            return
+        import redis
+
+        node = batch.broker.node(batch.broker.port)
+        client = redis.Redis(host="127.0.0.1", port=batch.broker.port, username=node.user, password=node.password)
+        for number, raw in enumerate(client.lrange("scriba-batch", 0, -1)):  # type: ignore[union-attr]
+            message = json.loads(raw)  # kombu's envelope: the task's id, its arguments in base64 JSON
+            task_id = message["headers"]["id"].encode()
+            job = json.loads(base64.b64decode(message["body"]))[0][0]
+            answer = {
+                "version": 1,
+                "index": job["index"],
+                "node": "node1",
+                "transcript": {"source": "x", "duration": 1.0, "language": "en", "model": "tiny.en", "device": "cpu",
+                               "compute_type": "int8", "segments": [{"start": 0, "end": 1, "text": "pwned"}]},
+                "seconds": 1.0,
+            }  # fmt: skip
+            if number == 0:
+                answer["signature"] = "0" * 64  # a signature made without node1's key
+            meta = {
+                "status": "SUCCESS",
+                "result": answer,
+                "traceback": None,
+                "children": [],
+                "task_id": task_id.decode(),
+            }
+            assert client.set(f"celery-task-meta-{task_id.decode()}", json.dumps(meta))
+            forged.append(task_id.decode())
+        client.close()
+
+    batch.status = forge_on_queue
+    result = batch.run(short_recordings[:2])
+    assert len(forged) == 2, said
+    assert result.transcripts == {}, said
+    assert sorted(result.failures) == [0, 1]
+    assert all("no node of this batch signed" in reason for reason in result.failures.values()), result.failures
+    assert not _workers_left()

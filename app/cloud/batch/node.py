@@ -50,6 +50,32 @@ def celery_app(broker_url: str, visibility_timeout_s: float) -> Any:
     return app
 
 
+def _signed_text(answer: dict[str, Any]) -> bytes:
+    body = {name: value for name, value in answer.items() if name != "signature"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def sign_answer(answer: dict[str, Any], key: str) -> dict[str, Any]:
+    """The answer with its HMAC under the node's own key. Every node can write to the queue's result keys (the
+    broker's ACL cannot tell one node's from another's): the signature is what tells this machine which node
+    wrote an answer, so that a node cannot pass its answer off as another's, nor overwrite another's unseen."""
+    import hashlib
+    import hmac
+
+    return answer | {"signature": hmac.new(key.encode(), _signed_text(answer), hashlib.sha256).hexdigest()}
+
+
+def signed_by(answer: dict[str, Any], key: str) -> bool:
+    import hashlib
+    import hmac
+
+    try:
+        expected = hmac.new(key.encode(), _signed_text(answer), hashlib.sha256).hexdigest()
+    except (TypeError, ValueError):  # not JSON (a NaN, an object) is not something a node signed
+        return False
+    return hmac.compare_digest(expected, str(answer.get("signature", "")))
+
+
 def done_key(batch: str, index: int) -> str:
     """Set by this machine when a file's transcript is in: a copy of its job still queued is then skipped."""
     return f"scriba-batch:{batch}:done:{index}"
@@ -84,6 +110,9 @@ def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str)
             path = Path(folder) / f"recording{suffix}"
             _fetch(f"http://127.0.0.1:{files_port}/{job['token']}", path)
             transcript = engine.run(path, pipeline_options(options, None))
+            if job.get("voices") and transcript.diarization is not None:
+                # A piece of a long file: its speakers are matched with the other pieces' at home, by voice.
+                result["voices"] = {speaker: stats.to_dict() for speaker, stats in _voices(path, transcript).items()}
         result["transcript"] = transcript.to_dict()
     except ScribaError as error:
         result["error"] = str(error)
@@ -132,6 +161,24 @@ def watch_node(
         os._exit(3)  # the whole worker, whatever state Celery's threads are in
 
 
+_embedding: Any = None  # the node's CAM++ model, loaded at its first piece
+
+
+def _voices(path: Path, transcript: Any) -> dict[str, Any]:
+    """Each speaker's voice summary in a piece (app/core/engine/stitch.py)."""
+    global _embedding
+    import torch
+
+    from app.core.engine.audio import decode_audio
+    from app.core.engine.diarize.bundled_models import SpeakerEmbedding
+    from app.core.engine.stitch import voice_stats
+
+    if _embedding is None:
+        _embedding = SpeakerEmbedding("cuda" if torch.cuda.is_available() else "cpu")
+    turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
+    return voice_stats(_embedding, decode_audio(path).samples, turns)
+
+
 def run_node(
     broker_port: int,
     files_port: int,
@@ -148,8 +195,9 @@ def run_node(
     from app.core.engine.pipeline import Engine
 
     password = sys.stdin.readline().strip()
-    if not password:
-        print("scriba worker batch-node: no broker password on standard input", file=sys.stderr)
+    key = sys.stdin.readline().strip()  # this node's own: it signs every answer (see sign_answer)
+    if not password or not key:
+        print("scriba worker batch-node: no broker password and signing key on standard input", file=sys.stderr)
         return 2
     access = BrokerAccess("127.0.0.1", broker_port, NODE_USER, password)
     app = celery_app(access.url(), visibility_timeout_s)
@@ -165,7 +213,7 @@ def run_node(
     def transcribe(job: dict[str, Any]) -> dict[str, Any]:
         if app.backend.client.exists(done_key(str(job.get("batch")), int(job.get("index", -1)))):
             return {"version": RESULT_VERSION, "index": job.get("index"), "node": name, "skipped": True}
-        return transcribe_job(engine, files_port, job, name)
+        return sign_answer(transcribe_job(engine, files_port, job, name), key)
 
     print(json.dumps({"node": name, "host": socket.gethostname(), "ready": True}), flush=True)
     app.worker_main(

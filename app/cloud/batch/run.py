@@ -16,6 +16,7 @@ import collections
 import contextlib
 import logging
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +26,8 @@ from typing import Any
 
 from app.cloud.batch.broker import LocalBroker
 from app.cloud.batch.files import FileServer
-from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, celery_app, done_key
+from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, celery_app, done_key, signed_by
+from app.cloud.batch.pieces import Assembly, Unit, plan_units, read_voices
 from app.cloud.batch.tunnel import ReverseTunnels
 from app.cloud.offload.base import OffloadError, OffloadResult, RemoteSetup
 from app.cloud.remote.transport import (
@@ -36,6 +38,7 @@ from app.cloud.remote.transport import (
     connection_failure,
     quote,
 )
+from app.core.engine.stitch import DEFAULT_OVERLAP_S, DEFAULT_PIECE_S
 from app.core.engine.transcript import Transcript
 from app.core.queue.jobs import JobOptions
 
@@ -52,6 +55,10 @@ class BatchTiming:
     node_start_timeout_s: float = 600.0
     # A node whose queue has not answered this long ends itself (and its machine, where the provider allows it).
     broker_timeout_s: float = 180.0
+    # A long file is cut into pieces of about this length when the batch has several nodes (0: never), each
+    # with this much of its neighbours' audio on either side of a cut (app/core/engine/stitch.py).
+    piece_s: float = DEFAULT_PIECE_S
+    overlap_s: float = DEFAULT_OVERLAP_S
     # How long a node's SSH may be refused before it counts as down: 0 for the user's own hosts (up or not), a few
     # minutes for a machine the provider just reported running (sshd starts last).
     connect_wait_s: float = 0.0
@@ -69,6 +76,7 @@ class BatchNode:
     on_expire: list[str] | None = None  # the command with which the node's machine ends itself (RunPod)
     failure: str | None = None
     released: bool = False  # stopped early because the queue had nothing left for it
+    key: str = field(default_factory=lambda: secrets.token_hex(16))  # signs this node's answers (node.py)
     jobs_done: int = 0
     output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
 
@@ -116,6 +124,9 @@ class Batch:
         # Hears each file's "started", "done" and "failed" (kind, file index, the status line) besides ``status``.
         self.on_file: Callable[[str, int, str], None] | None = None
         self._releasing: list[threading.Thread] = []
+        self._sources: list[Path] = []
+        self.broker: LocalBroker | None = None  # the run's, while it runs
+        self._assemblies: dict[int, Assembly] = {}
         expire = list(on_expire) if on_expire is not None else [None] * len(endpoints)
         self.nodes = [
             BatchNode(f"node{index + 1}", endpoint, on_expire=expire[index]) for index, endpoint in enumerate(endpoints)
@@ -129,12 +140,13 @@ class Batch:
     def run(self, files: Sequence[Path], file_options: Sequence[JobOptions] | None = None) -> OffloadResult:
         """``file_options``: each file's own options (a queue's jobs may differ); default: the config's."""
         started = time.monotonic()
-        broker = LocalBroker()
+        broker = self.broker = LocalBroker()
         server = FileServer()
         try:
             broker.start()
             server.start()
             self._start_nodes(broker, server)
+            self._sources = list(files)
             result = self._collect(files, broker, server, started, file_options)
             self.uploaded_bytes = server.sent_bytes
             return result
@@ -196,7 +208,8 @@ class Batch:
             # `echo $$; exec …`: the shell's pid is the worker's, so the teardown can end exactly that process.
             channel = session.transport.open_session()
             channel.exec_command(f"echo $$; exec {quote(worker)}")
-            channel.sendall((broker.node_password + "\n").encode())  # on stdin: never in `ps`
+            # On stdin, never in `ps`: the broker's node password and this node's own signing key.
+            channel.sendall(f"{broker.node_password}\n{node.key}\n".encode())
             node.pid = int(_read_line(channel, 60.0))
             node.channel = channel
             threading.Thread(target=_drain, args=(channel, node.output), daemon=True, name=node.name).start()
@@ -263,77 +276,95 @@ class Batch:
         file_options: Sequence[JobOptions] | None,
     ) -> OffloadResult:
         app = celery_app(broker.driver.url(), self.config.timing.visibility_timeout_s)
-        options = [
-            (file_options[index] if file_options else self.config.options).to_dict() | {"output_dir": None}
-            for index in range(len(files))
-        ]
+        options = [file_options[index] if file_options else self.config.options for index in range(len(files))]
+        # A long file is cut only when another node can take a piece of it.
+        piece_s = self.config.timing.piece_s if sum(node.alive for node in self.nodes) > 1 else 0.0
+        with tempfile.TemporaryDirectory(prefix="scriba-pieces-") as folder:
+            units, self._assemblies, failures = plan_units(
+                files, options, piece_s, self.config.timing.overlap_s, Path(folder), self.status
+            )
+            return self._run_units(app, units, files, options, server, started, failures)
+
+    def _run_units(
+        self,
+        app: Any,
+        units: list[Unit],
+        files: Sequence[Path],
+        options: list[JobOptions],
+        server: FileServer,
+        started: float,
+        failures: dict[int, str],
+    ) -> OffloadResult:
         batch = secrets.token_hex(8)
         jobs = {
-            index: {
+            unit.job: {
                 "batch": batch,
-                "index": index,
-                "token": server.register(path),
-                "name": path.name,
-                "options": options[index],
+                "index": unit.job,
+                "token": server.register(unit.path),
+                "name": unit.path.name,
+                "options": options[unit.file].to_dict() | {"output_dir": None},
+                "voices": unit.piece is not None,
             }
-            for index, path in enumerate(files)
+            for unit in units
         }
         handles: dict[int, list[Any]] = {
-            index: [app.send_task(TASK_NAME, args=[job], queue=QUEUE)] for index, job in jobs.items()
+            job: [app.send_task(TASK_NAME, args=[spec], queue=QUEUE)] for job, spec in jobs.items()
         }
-        self.status(f"{len(files)} file(s) queued for {sum(node.alive for node in self.nodes)} node(s)")
+        self.status(f"{len(units)} job(s) queued for {sum(node.alive for node in self.nodes)} node(s)")
         transcripts: dict[int, Transcript] = {}
-        failures: dict[int, str] = {}
         speeds: dict[int, float] = {}
-        running_on: dict[int, str] = {}  # file index -> the node that started it (from the task's STARTED state)
+        running_on: dict[int, str] = {}  # job -> the node that started it (from the task's STARTED state)
         gone: set[str] = set()
         try:
             while handles:
                 if self._cancelled.is_set():
                     raise OffloadError("cancelled")
-                for index in list(handles):
-                    for handle in handles[index]:
+                for job in list(handles):
+                    unit = units[job]
+                    for handle in handles[job]:
                         state = handle.state
                         if state == "SUCCESS":
                             value = handle.result
-                            if isinstance(value, dict) and value.get("skipped"):
+                            if isinstance(value, dict) and value.get("skipped") and self._signer(value):
                                 continue  # a second copy of a job that was already done
-                            del handles[index]
-                            running_on.pop(index, None)
+                            del handles[job]
+                            running_on.pop(job, None)
                             # Any copy still queued (a job re-sent after its node died) is skipped by the nodes.
-                            app.backend.client.set(done_key(batch, index), 1, ex=7 * 24 * 3600)
-                            self._take(files, index, value, transcripts, failures, speeds)
+                            app.backend.client.set(done_key(batch, job), 1, ex=7 * 24 * 3600)
+                            self._take(unit, value, transcripts, failures, speeds)
                             break
-                        if state == "STARTED" and index not in running_on:
+                        if state == "STARTED" and job not in running_on:
                             taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
-                            running_on[index] = taker
-                            self._file_event("started", index, f"{taker}: {files[index].name} started")
+                            running_on[job] = taker
+                            self._file_event("started", unit.file, f"{taker}: {unit.label} started")
                 # A job not seen STARTED may be waiting or just taken: either way its node is not idle yet. Once
                 # every file is in, the batch's own end stops them all.
                 if handles:
-                    self._release_idle(running_on, pending=any(index not in running_on for index in handles))
+                    self._release_idle(running_on, pending=any(job not in running_on for job in handles))
                 for node in self.nodes:
                     if node.channel is None or node.alive or node.released or node.name in gone:
                         continue
                     gone.add(node.name)
                     said = f" ({node.output[-1]})" if node.output else ""
                     self.status(f"{node.name} ({node.endpoint.host}) stopped{said}")
-                    for index, name in list(running_on.items()):
-                        if name == node.name and index in handles:
+                    for job, name in list(running_on.items()):
+                        if name == node.name and job in handles:
                             # Sent again at once rather than after the visibility timeout; whichever copy ends
                             # first is taken.
-                            handles[index].append(app.send_task(TASK_NAME, args=[jobs[index]], queue=QUEUE))
-                            del running_on[index]
-                            self.status(f"{files[index].name} goes to another node")
+                            handles[job].append(app.send_task(TASK_NAME, args=[jobs[job]], queue=QUEUE))
+                            del running_on[job]
+                            self.status(f"{units[job].label} goes to another node")
                 if handles and not any(node.alive for node in self.nodes):
                     why = "its node stopped after the others were released" if self._releasing else "every node stopped"
-                    for index in handles:
-                        failures[index] = f"{files[index]}: not done: {why}; run it again"
+                    for job in handles:
+                        failures.setdefault(units[job].file, f"{files[units[job].file]}: not done: {why}; run it again")
                     break
                 time.sleep(self.config.timing.poll_s)
         finally:
             with contextlib.suppress(Exception):
                 app.close()
+        for index in failures:
+            transcripts.pop(index, None)  # a file with a failed piece is failed, whatever its other pieces did
         return OffloadResult(
             transcripts=transcripts,
             failures=failures,
@@ -343,6 +374,13 @@ class Batch:
             speeds=speeds,
         )
 
+    def _signer(self, value: Any) -> BatchNode | None:
+        """The node of this batch whose key signed ``value`` (the node it names), or None."""
+        if not isinstance(value, dict):
+            return None
+        node = next((node for node in self.nodes if node.name == value.get("node")), None)
+        return node if node is not None and signed_by(value, node.key) else None
+
     def _file_event(self, kind: str, index: int, text: str) -> None:
         self.status(text)
         if self.on_file is not None:
@@ -350,36 +388,48 @@ class Batch:
 
     def _take(
         self,
-        files: Sequence[Path],
-        index: int,
+        unit: Unit,
         value: Any,
         transcripts: dict[int, Transcript],
         failures: dict[int, str],
         speeds: dict[int, float],
     ) -> None:
         """One job's answer, checked before it is believed: a node's reply is untrusted JSON."""
-        source = files[index]
-        if not isinstance(value, dict) or value.get("version") != RESULT_VERSION or value.get("index") != index:
-            failures[index] = f"{source}: the node's answer was not a transcript of this file"
+        source = self._sources[unit.file]
+        if not isinstance(value, dict) or value.get("version") != RESULT_VERSION or value.get("index") != unit.job:
+            failures.setdefault(unit.file, f"{source}: the node's answer was not a transcript of this file")
             return
-        node = str(value.get("node", "?"))
-        for each in self.nodes:
-            if each.name == node:
-                each.jobs_done += 1
+        signer = self._signer(value)
+        if signer is None:
+            failures.setdefault(
+                unit.file,
+                f"{source}: an answer no node of this batch signed was found in the queue (forged?); not used",
+            )
+            self.status(f"{unit.label}: an unsigned answer was refused")
+            return
+        node = signer.name
+        signer.jobs_done += 1
         if "error" in value:
-            failures[index] = f"{source}: {value['error']}"
-            self._file_event("failed", index, f"{node}: {source.name} failed: {value['error']}")
+            failures.setdefault(unit.file, f"{source}: {value['error']}")
+            self._file_event("failed", unit.file, f"{node}: {unit.label} failed: {value['error']}")
             return
         try:
             transcript = Transcript.from_dict(value["transcript"])
+            voices = read_voices(value.get("voices")) if unit.piece is not None else {}
+            seconds = max(0.0, float(value.get("seconds") or 0))
         except (KeyError, TypeError, ValueError) as error:
-            failures[index] = f"{source}: the node's transcript could not be read ({error})"
+            failures.setdefault(unit.file, f"{source}: the node's transcript could not be read ({error})")
             return
-        transcripts[index] = replace(transcript, source=str(source.absolute()))  # not the node's temporary copy
-        seconds = float(value.get("seconds") or 0)
+        if unit.piece is not None:
+            assembly = self._assemblies[unit.file]
+            if not assembly.add(unit, transcript, voices, seconds):
+                self.status(f"{node}: {unit.label} done")
+                return
+            transcript, seconds = assembly.transcript(), assembly.seconds
+        transcripts[unit.file] = replace(transcript, source=str(source.absolute()))  # not the node's copy
         if seconds > 0:
-            speeds[index] = transcript.duration / seconds
-        self._file_event("done", index, f"{node}: {source.name} done")
+            speeds[unit.file] = transcript.duration / seconds
+        self._file_event("done", unit.file, f"{node}: {source.name} done")
 
 
 def _stop_node(node: BatchNode) -> None:

@@ -342,7 +342,7 @@ def cluster(
         renumber = np.empty(len(counts), dtype=np.int64)
         for first in range(0, len(counts), block):
             last = min(len(counts), first + block)
-            local = _agglomerate(
+            local = agglomerate(
                 sums[first:last],
                 counts[first:last],
                 noises[first:last],
@@ -367,12 +367,12 @@ def cluster(
         audio = block_audio
         if reduced > 0.9 * len(renumber):
             break  # the blocks hardly merge (noise everywhere): stop reducing, the last stage takes what is left
-    labels = _agglomerate(sums, counts, noises, audio, independent, options.merge_distance, target, fewest, most)
+    labels = agglomerate(sums, counts, noises, audio, independent, options.merge_distance, target, fewest, most)
     _, renumbered = np.unique(labels[owner], return_inverse=True)
     return renumbered.astype(np.int64)
 
 
-def _agglomerate(
+def agglomerate(
     sums: np.ndarray,
     counts: np.ndarray,
     noise_sums: np.ndarray,
