@@ -70,6 +70,13 @@ class LoopbackSshd:
     # False: a host whose sshd offers no SFTP subsystem (some hardened or minimal images).
     sftp: bool = True
     process: subprocess.Popen[bytes] | None = None
+    # A machine of its own: sshd (and all it starts) runs in this network namespace and listens on ``address``,
+    # its end of the namespace's link (see NetworkNamespace); its 127.0.0.1 is not this machine's.
+    namespace: NetworkNamespace | None = None
+
+    @property
+    def address(self) -> str:
+        return self.namespace.inside if self.namespace is not None else "127.0.0.1"
 
     @property
     def user(self) -> str:
@@ -85,11 +92,11 @@ class LoopbackSshd:
 
     @property
     def url(self) -> str:
-        return f"ssh://{self.user}@127.0.0.1:{self.port}"
+        return f"ssh://{self.user}@{self.address}:{self.port}"
 
     def known_hosts_line(self) -> str:
         kind, key = self.host_key.with_suffix(".pub").read_text().split()[:2]
-        return f"[127.0.0.1]:{self.port} {kind} {key}\n"
+        return f"[{self.address}]:{self.port} {kind} {key}\n"
 
     def write_known_hosts(self, path: Path) -> Path:
         path.write_text(self.known_hosts_line())
@@ -109,7 +116,7 @@ class LoopbackSshd:
             "\n".join(
                 [
                     f"Port {self.port}",
-                    "ListenAddress 127.0.0.1",
+                    f"ListenAddress {self.address}",
                     f"HostKey {self.host_key}",
                     f"AuthorizedKeysFile {self.directory / 'authorized_keys'}",
                     "PasswordAuthentication no",
@@ -128,13 +135,14 @@ class LoopbackSshd:
         )
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
-        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
+        prefix = ["ip", "netns", "exec", self.namespace.name] if self.namespace is not None else []
+        self.process = subprocess.Popen([*prefix, SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"sshd exited: {self.process.stderr.read().decode() if self.process.stderr else ''}")
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                if probe.connect_ex((self.address, self.port)) == 0:
                     return
             time.sleep(0.05)
         raise RuntimeError("sshd did not listen within 10 s")
@@ -148,3 +156,54 @@ class LoopbackSshd:
     def restart(self, new_host_key: bool = False) -> None:
         self.stop()
         self.start(new_host_key=new_host_key)
+
+
+@dataclass
+class NetworkNamespace:
+    """A network namespace joined to this one by a veth pair: ``outside`` (here) and ``inside`` (there), a /30
+    of their own. What runs inside has its own loopback and reaches nothing of this machine's but ``outside``:
+    a node in it reaches Scriba's broker (on this machine's 127.0.0.1) only through an SSH tunnel, as a rented
+    machine does. Needs root (CAP_NET_ADMIN), as the test sshd does."""
+
+    number: int  # 1-250: which /30 and which interface names
+    _link: str = field(default="", init=False)
+
+    @property
+    def name(self) -> str:
+        return f"scriba-t{os.getpid() % 100000}-{self.number}"
+
+    @property
+    def outside(self) -> str:
+        return f"10.231.{self.number}.1"
+
+    @property
+    def inside(self) -> str:
+        return f"10.231.{self.number}.2"
+
+    def create(self) -> NetworkNamespace:
+        host, peer = f"sv{os.getpid() % 10000}h{self.number}", f"sv{os.getpid() % 10000}n{self.number}"
+        for command in (
+            ["ip", "netns", "add", self.name],
+            ["ip", "link", "add", host, "type", "veth", "peer", "name", peer],
+            ["ip", "link", "set", peer, "netns", self.name],
+            ["ip", "addr", "add", f"{self.outside}/30", "dev", host],
+            ["ip", "link", "set", host, "up"],
+            ["ip", "netns", "exec", self.name, "ip", "addr", "add", f"{self.inside}/30", "dev", peer],
+            ["ip", "netns", "exec", self.name, "ip", "link", "set", peer, "up"],
+            ["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"],
+        ):
+            subprocess.run(command, check=True, capture_output=True)
+        self._link = host
+        return self
+
+    def set_link(self, up: bool) -> None:
+        """Cut (or restore) the namespace's only way out, as a network that drops does."""
+        subprocess.run(["ip", "link", "set", self._link, "up" if up else "down"], check=True, capture_output=True)
+
+    def run(self, *command: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", self.name, *command], capture_output=True, text=True, timeout=timeout
+        )
+
+    def delete(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)  # takes its veth pair with it

@@ -16,6 +16,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from app.cloud.batch.run import Batch, BatchConfig, BatchNode, BatchTiming
 from app.cloud.offload.base import RemoteSetup
 from app.cloud.remote.transport import parse_ssh_url
 from app.core.queue.jobs import JobOptions
-from tests.cloud.sshd import LoopbackSshd, free_port, host_environment
+from tests.cloud.sshd import LoopbackSshd, NetworkNamespace, free_port, host_environment
 from tests.test_cli import scriba
 
 OPTIONS = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("json",))
@@ -243,7 +245,6 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
     """`offload run --gpus 2` on RunPod (its documented API replayed; each "pod" is a real sshd here): both pods in
     the ledger, both running the queue, the one the queue has nothing left for destroyed while the other still
     works, both destroyed and verified, the ledger closed, nothing left running."""
-    import threading
     import time
 
     from app.cloud.batch.rented import RentedBatch
@@ -353,7 +354,6 @@ def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
 ) -> None:
     """SIGKILL (nothing in the process runs) once three pods exist: the next start's sweep finds all three in the
     ledger and destroys each one."""
-    import threading
     import time
 
     from app.cloud.offload.ledger import Ledger
@@ -524,4 +524,75 @@ def test_answers_a_hostile_node_forges_in_the_queue_are_refused(
     assert result.transcripts == {}, said
     assert sorted(result.failures) == [0, 1]
     assert all("no node of this batch signed" in reason for reason in result.failures.values()), result.failures
+    assert not _workers_left()
+
+
+@pytest.fixture(scope="module")
+def isolated_hosts(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two nodes, each in a network namespace of its own with its own sshd: their 127.0.0.1 is not this
+    machine's, so they reach the broker and the file server only through their SSH tunnels, as rented machines
+    behind NAT do."""
+    spaces = [NetworkNamespace(number).create() for number in (1, 2)]
+    servers = [LoopbackSshd(tmp_path_factory.mktemp(f"isolated{n}"), namespace=space) for n, space in enumerate(spaces)]
+    servers[0].start()
+    for name in ("client_key", "client_key.pub", "authorized_keys"):
+        shutil.copy(servers[0].directory / name, servers[1].directory / name)
+    servers[1].start()
+    yield servers
+    for server in servers:
+        server.stop()
+    for space in spaces:
+        space.delete()
+
+
+def test_nodes_in_networks_of_their_own_reach_the_queue_only_through_their_tunnels_and_a_dropped_link_is_survived(
+    isolated_hosts: list[LoopbackSshd], short_recordings: list[Path], tmp_path: Path
+) -> None:
+    """The broker cannot be reached from a node's network (nothing of this machine's loopback is there); the
+    batch works through the tunnels; one node's link is cut mid-job (its packets dropped, not refused: no word
+    ever comes back): its heartbeat stops, its job goes to the other node, every file is done once, and the cut
+    node's own watchdog ends its worker when the queue stays silent."""
+    said: list[str] = []
+    cut: list[str] = []
+    batch = _batch(isolated_hosts, tmp_path, said, node_silent_s=4.0, broker_timeout_s=6.0)
+    spaces = {f"node{index + 1}": server.namespace for index, server in enumerate(isolated_hosts)}
+
+    def cut_the_first_to_start(text: str) -> None:
+        said.append(text)
+        started = re.fullmatch(r"(node\d+): .+ started", text)
+        if cut or started is None or batch.broker is None:
+            return
+        space = spaces[started.group(1)]
+        assert space is not None
+        # From inside, this machine's broker is not there (its 127.0.0.1 is the namespace's own) ...
+        probe = space.run(
+            sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {batch.broker.port}), 2)"
+        )
+        assert probe.returncode != 0 and "refused" in probe.stderr.lower(), probe.stderr
+        space.set_link(up=False)  # ... and now nothing at all is
+        cut.append(started.group(1))
+
+    batch.status = cut_the_first_to_start
+    results: list[Any] = []
+    runner = threading.Thread(target=lambda: results.append(batch.run(short_recordings)), daemon=True)
+    runner.start()
+    runner.join(300)  # a batch that waits for ever on the cut node is this test's failure, not a hung suite
+    if runner.is_alive():
+        batch.cancel()
+        runner.join(60)
+    for space in spaces.values():
+        assert space is not None
+        space.set_link(up=True)
+    assert results, f"the batch did not end: {said}"
+    result = results[0]
+    assert cut, said
+    assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, said
+    assert any(f"{cut[0]} (" in line and "its link dropped" in line for line in said), said
+    assert any("goes to another node" in line for line in said), said
+    survivor = next(node for node in batch.nodes if node.name != cut[0])
+    assert survivor.jobs_done == 3
+    # The cut node's worker: its tunnel is gone, so its queue is silent, and its watchdog ends it.
+    deadline = time.monotonic() + 60
+    while _workers_left() and time.monotonic() < deadline:
+        time.sleep(1)
     assert not _workers_left()

@@ -130,20 +130,20 @@ def watch_node(
     on_expire: list[str] | None,
     poll_s: float = 5.0,
 ) -> None:
-    """The node's watchdog (a daemon thread): when the broker has not answered for ``broker_timeout_s`` (the
-    computer that started the batch crashed, slept or lost its network: the tunnel is gone) or the budget's
-    deadline has passed, run ``on_expire`` (the provider's way for a machine to end itself) and end this process.
-    Nobody else would: Celery retries a lost broker forever, and a rented machine bills while it does."""
+    """The node's watchdog (a daemon thread). Each ``poll_s`` it counts up the node's heartbeat in the broker
+    (:func:`beat_key`: how the computer that started the batch tells a node whose link dropped silently from one
+    that is busy). When the broker has not answered for ``broker_timeout_s`` (that computer crashed, slept or
+    lost its network: the tunnel is gone) or the budget's deadline has passed, it runs ``on_expire`` (the
+    provider's way for a machine to end itself) and ends this process. Nobody else would: Celery retries a lost
+    broker forever, and a rented machine bills while it does."""
     import os
     import subprocess
-
-    from app.cloud.batch.broker import LocalBroker
 
     last_answer = time.monotonic()
     while True:
         time.sleep(poll_s)
         reason = None
-        if LocalBroker.ping(access):
+        if _beat(access, beat_key(name)):
             last_answer = time.monotonic()
         elif time.monotonic() - last_answer > broker_timeout_s:
             reason = f"the batch's queue has not answered for {broker_timeout_s:.0f} s"
@@ -159,6 +159,28 @@ def watch_node(
             except (OSError, subprocess.SubprocessError) as error:
                 print(f"on-expire failed: {error}", flush=True)
         os._exit(3)  # the whole worker, whatever state Celery's threads are in
+
+
+def beat_key(node: str) -> str:
+    return f"scriba-batch:beat:{node}"
+
+
+def _beat(access: Any, key: str) -> bool:
+    """INCR ``key`` as ``access`` (RESP by hand: no client, and a timeout of its own); whether it was counted."""
+    from app.cloud.batch.broker import command
+
+    try:
+        with socket.create_connection((access.host, access.port), timeout=5) as connection:
+            connection.sendall(command("AUTH", access.user, access.password) + command("INCR", key))
+            answer = b""
+            while answer.count(b"\r\n") < 2:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return False
+                answer += chunk
+            return answer.startswith(b"+OK\r\n:")
+    except OSError:
+        return False
 
 
 _embedding: Any = None  # the node's CAM++ model, loaded at its first piece

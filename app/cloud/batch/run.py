@@ -26,7 +26,7 @@ from typing import Any
 
 from app.cloud.batch.broker import LocalBroker
 from app.cloud.batch.files import FileServer
-from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, celery_app, done_key, signed_by
+from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, beat_key, celery_app, done_key, signed_by
 from app.cloud.batch.pieces import Assembly, Unit, plan_units, read_voices
 from app.cloud.batch.tunnel import ReverseTunnels
 from app.cloud.offload.base import OffloadError, OffloadResult, RemoteSetup
@@ -55,6 +55,10 @@ class BatchTiming:
     node_start_timeout_s: float = 600.0
     # A node whose queue has not answered this long ends itself (and its machine, where the provider allows it).
     broker_timeout_s: float = 180.0
+    # A node whose heartbeat has not moved for this long has lost its link (a connection can drop without a word:
+    # packets lost, not refused): it counts as stopped and its job goes to another node. Its heartbeat comes every
+    # broker_timeout_s / 4 (5 s at most).
+    node_silent_s: float = 60.0
     # A long file is cut into pieces of about this length when the batch has several nodes (0: never), each
     # with this much of its neighbours' audio on either side of a cut (app/core/engine/stitch.py).
     piece_s: float = DEFAULT_PIECE_S
@@ -77,6 +81,8 @@ class BatchNode:
     failure: str | None = None
     released: bool = False  # stopped early because the queue had nothing left for it
     key: str = field(default_factory=lambda: secrets.token_hex(16))  # signs this node's answers (node.py)
+    last_beat: Any = None  # the node's heartbeat count as last read, and when it last moved (time.monotonic)
+    heard_at: float = field(default_factory=time.monotonic)
     jobs_done: int = 0
     output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
 
@@ -211,6 +217,7 @@ class Batch:
             # On stdin, never in `ps`: the broker's node password and this node's own signing key.
             channel.sendall(f"{broker.node_password}\n{node.key}\n".encode())
             node.pid = int(_read_line(channel, 60.0))
+            node.heard_at = time.monotonic()  # the node's first heartbeat comes after its first poll
             node.channel = channel
             threading.Thread(target=_drain, args=(channel, node.output), daemon=True, name=node.name).start()
             self.status(f"{node.name} ({node.endpoint.host}): worker started")
@@ -337,6 +344,7 @@ class Batch:
                             taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
                             running_on[job] = taker
                             self._file_event("started", unit.file, f"{taker}: {unit.label} started")
+                self._notice_silent_nodes(app.backend.client)
                 # A job not seen STARTED may be waiting or just taken: either way its node is not idle yet. Once
                 # every file is in, the batch's own end stops them all.
                 if handles:
@@ -345,7 +353,8 @@ class Batch:
                     if node.channel is None or node.alive or node.released or node.name in gone:
                         continue
                     gone.add(node.name)
-                    said = f" ({node.output[-1]})" if node.output else ""
+                    last = node.failure or (node.output[-1] if node.output else "")
+                    said = f" ({last})" if last else ""
                     self.status(f"{node.name} ({node.endpoint.host}) stopped{said}")
                     for job, name in list(running_on.items()):
                         if name == node.name and job in handles:
@@ -373,6 +382,24 @@ class Batch:
             instance=None,
             speeds=speeds,
         )
+
+    def _notice_silent_nodes(self, client: Any) -> None:
+        """A node whose heartbeat stopped is stopped (in the background: a dead connection can take its time to
+        refuse the kill), so that its job is sent to another node at once."""
+        alive = [node for node in self.nodes if node.alive]
+        if not alive:
+            return
+        try:
+            beats = client.mget([beat_key(node.name) for node in alive])
+        except Exception:  # the broker is this machine's: an error here is a hiccup, seen again at the next poll
+            return
+        now = time.monotonic()
+        for node, beat in zip(alive, beats, strict=True):
+            if beat != node.last_beat:
+                node.last_beat, node.heard_at = beat, now
+            elif now - node.heard_at > self.config.timing.node_silent_s:
+                node.failure = f"no word from it for {self.config.timing.node_silent_s:.0f} s: its link dropped"
+                threading.Thread(target=_stop_node, args=(node,), daemon=True, name=f"stop-{node.name}").start()
 
     def _signer(self, value: Any) -> BatchNode | None:
         """The node of this batch whose key signed ``value`` (the node it names), or None."""
