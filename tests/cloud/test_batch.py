@@ -239,12 +239,15 @@ def test_a_node_whose_queue_stops_answering_ends_itself_and_its_machine(tmp_path
     assert "has not answered for 2 s" in output
 
 
+@pytest.mark.parametrize("kill", [False, True], ids=["idle-release", "a-node-killed"])
 def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
-    hosts: list[LoopbackSshd], short_recordings: list[Path], recordings: list[Path], tmp_path: Path
+    hosts: list[LoopbackSshd], short_recordings: list[Path], recordings: list[Path], tmp_path: Path, kill: bool
 ) -> None:
     """`offload run --gpus 2` on RunPod (its documented API replayed; each "pod" is a real sshd here): both pods in
     the ledger, both running the queue, the one the queue has nothing left for destroyed while the other still
-    works, both destroyed and verified, the ledger closed, nothing left running."""
+    works, both destroyed and verified, the ledger closed, nothing left running. ``kill``: the first node to
+    start a file is killed: its file is done by the other (which must not be released while that file waits,
+    whatever the dead node's copy still says), and the dead node's pod is destroyed at once."""
     import time
 
     from app.cloud.batch.rented import RentedBatch
@@ -284,6 +287,17 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
         return answer
 
     said: list[tuple[float, str]] = []
+    killed: list[str] = []
+
+    def hear(text: str) -> None:
+        said.append((time.monotonic(), text))
+        started = re.fullmatch(r"(node\d+): .+ started", text)
+        if kill and started and not killed and batch._batch is not None:
+            node = next(node for node in batch._batch.nodes if node.name == started.group(1))
+            assert node.pid is not None
+            os.kill(node.pid, signal.SIGKILL)
+            killed.append(node.name)
+
     with ReplayServer() as api:
         api.route("POST", "/v2/pods", create)
         for pod_id in pods:
@@ -309,20 +323,23 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
             [offer, offer],
             ledger,
             config,
-            status=lambda text: said.append((time.monotonic(), text)),
+            status=hear,
             timing=BatchTiming(connect_wait_s=30.0),
         )
         # The last file is the longest: whichever node does not take it has nothing left while it runs.
-        result = batch.run([*short_recordings[:2], recordings[0]])
+        result = batch.run(short_recordings if kill else [*short_recordings[:2], recordings[0]])
         assert not api.unmatched
 
     lines = [text for _, text in said]
     assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, lines
     assert sorted(created) == ["pod0", "pod1"] and sorted(ended_at) == ["pod0", "pod1"], lines
-    released = [text for text in lines if "released: nothing left for it" in text]
-    assert len(released) == 1, lines
     last_done = max(when for when, text in said if re.fullmatch(r"node\d: .+ done", text))
     assert min(ended_at.values()) < last_done, lines  # one pod ended while the other still transcribed
+    if kill:
+        assert killed and any("goes to another node" in line for line in lines), lines
+        assert not any("released" in line for line in lines), lines  # the survivor had work to the end
+    else:
+        assert len([text for text in lines if "released: nothing left for it" in text]) == 1, lines
     assert [item.state for item in batch.teardowns] == ["terminated", "terminated"]
     assert all(not entry.is_open for entry in ledger.entries()) and len(ledger.entries()) == 2
     assert 0 < result.cost_usd < 0.69 * 2 * result.seconds / 3600 + 0.01

@@ -145,3 +145,12 @@ def test_a_voice_summary_goes_through_json_unchanged() -> None:
     again = VoiceStats.from_dict(voice.to_dict())
     assert again.count == 7 and again.noise_sum == pytest.approx(voice.noise_sum)
     assert np.allclose(again.total, voice.total, atol=1e-6)
+
+
+def test_pieces_are_sized_so_that_every_machine_stays_busy_within_bounds() -> None:
+    from app.cloud.batch.pieces import piece_length
+
+    assert piece_length([600.0, 180.0], 1, 900, 300) == 0  # one machine: nothing to share
+    assert piece_length([600.0, 180.0], 2, 900, 300) == 300  # 13 min on two: as short as allowed
+    assert piece_length([3 * 3600.0], 2, 900, 300) == 900  # three hours: as long as allowed
+    assert piece_length([3600.0, None], 3, 900, 300) == 600  # an hour on three: 10 min (an unreadable file: 0)

@@ -68,25 +68,42 @@ class Assembly:
         return stitch(list(self.parts.values()), str(self.source.absolute()), self.duration, hints)
 
 
+def piece_length(durations: Sequence[float | None], nodes: int, longest_s: float, shortest_s: float) -> float:
+    """How long the pieces of this batch's long files should be (0: none is cut). A batch lasts at least as long
+    as its longest job: with all the audio shared out evenly each node has ``total / nodes``; pieces of half
+    that keep every node busy to the end. Never longer than ``longest_s`` (a node's result should come back
+    within minutes), never shorter than ``shortest_s`` (each piece costs its overlap and a model's warm-up)."""
+    if nodes < 2:
+        return 0.0
+    total = sum(duration for duration in durations if duration)
+    return min(longest_s, max(shortest_s, total / (2 * nodes)))
+
+
 def plan_units(
     files: Sequence[Path],
     options: Sequence[JobOptions],
-    piece_s: float,
-    overlap_s: float,
+    nodes: int,
+    lengths: tuple[float, float, float],
     folder: Path,
     status: Callable[[str], None],
 ) -> tuple[list[Unit], dict[int, Assembly], dict[int, str]]:
-    """The queue's units for ``files`` (``piece_s`` 0: never cut), the assemblies of the cut files, and the files
-    that could not be read here (each failed with its reason; the others go on)."""
+    """The queue's units for ``files`` on ``nodes`` nodes (``lengths``: the longest and shortest piece and the
+    overlap, seconds), the assemblies of the cut files, and the files that could not be read here (each failed
+    with its reason; the others go on)."""
     from app.core.engine.audio import decode_audio, probe_duration
 
     units: list[Unit] = []
     assemblies: dict[int, Assembly] = {}
     failures: dict[int, str] = {}
-    for index, path in enumerate(files):
+    durations: list[float | None] = []
+    for path in files:
         duration = None
         with contextlib.suppress(Exception):  # unreadable here: the node says what is wrong with it
             duration = probe_duration(path)
+        durations.append(duration)
+    longest_s, shortest_s, overlap_s = lengths
+    piece_s = piece_length(durations, nodes, longest_s, shortest_s)
+    for index, (path, duration) in enumerate(zip(files, durations, strict=True)):
         if piece_s <= 0 or duration is None or duration <= piece_s * 1.5:
             units.append(Unit(len(units), index, _smaller(path, duration, folder / f"{index:04d}.flac"), path.name))
             continue

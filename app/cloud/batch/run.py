@@ -59,9 +59,11 @@ class BatchTiming:
     # packets lost, not refused): it counts as stopped and its job goes to another node. Its heartbeat comes every
     # broker_timeout_s / 4 (5 s at most).
     node_silent_s: float = 60.0
-    # A long file is cut into pieces of about this length when the batch has several nodes (0: never), each
-    # with this much of its neighbours' audio on either side of a cut (app/core/engine/stitch.py).
+    # When the batch has several nodes, a long file is cut into pieces between these lengths (pieces.py's
+    # piece_length; piece_s 0: never), each with this much of its neighbours' audio on either side of a cut
+    # (app/core/engine/stitch.py).
     piece_s: float = DEFAULT_PIECE_S
+    min_piece_s: float = 300.0
     overlap_s: float = DEFAULT_OVERLAP_S
     # How long a node's SSH may be refused before it counts as down: 0 for the user's own hosts (up or not), a few
     # minutes for a machine the provider just reported running (sshd starts last).
@@ -129,7 +131,8 @@ class Batch:
         self._release = release
         # Hears each file's "started", "done" and "failed" (kind, file index, the status line) besides ``status``.
         self.on_file: Callable[[str, int, str], None] | None = None
-        self._releasing: list[threading.Thread] = []
+        self._releasing: list[threading.Thread] = []  # ending the machines of idle nodes
+        self._ending: list[threading.Thread] = []  # ending the machines of nodes that died
         self._sources: list[Path] = []
         self.broker: LocalBroker | None = None  # the run's, while it runs
         self._assemblies: dict[int, Assembly] = {}
@@ -160,7 +163,7 @@ class Batch:
             self._stop_nodes()
             server.stop()
             broker.stop()
-            for thread in self._releasing:
+            for thread in [*self._releasing, *self._ending]:
                 thread.join()
 
     # ------------------------------------------------------------------------------------------------ nodes
@@ -263,14 +266,18 @@ class Batch:
         if self._release is None or pending:
             return
         busy = set(running_on.values())
-        for index, node in enumerate(self.nodes):
+        for node in self.nodes:
             if node.alive and node.name not in busy:
                 node.released = True
                 _stop_node(node)
                 self.status(f"{node.name} ({node.endpoint.host}) released: nothing left for it in the queue")
-                thread = threading.Thread(target=self._release, args=(index,), name=f"release-{node.name}")
-                thread.start()
-                self._releasing.append(thread)
+                self._releasing.append(self._start_release(node))
+
+    def _start_release(self, node: BatchNode) -> threading.Thread:
+        assert self._release is not None
+        thread = threading.Thread(target=self._release, args=(self.nodes.index(node),), name=f"release-{node.name}")
+        thread.start()
+        return thread
 
     # ------------------------------------------------------------------------------------------------ jobs
 
@@ -284,12 +291,12 @@ class Batch:
     ) -> OffloadResult:
         app = celery_app(broker.driver.url(), self.config.timing.visibility_timeout_s)
         options = [file_options[index] if file_options else self.config.options for index in range(len(files))]
+        timing = self.config.timing
         # A long file is cut only when another node can take a piece of it.
-        piece_s = self.config.timing.piece_s if sum(node.alive for node in self.nodes) > 1 else 0.0
+        nodes = sum(node.alive for node in self.nodes) if timing.piece_s > 0 else 1
+        lengths = (timing.piece_s, min(timing.min_piece_s, timing.piece_s), timing.overlap_s)
         with tempfile.TemporaryDirectory(prefix="scriba-pieces-") as folder:
-            units, self._assemblies, failures = plan_units(
-                files, options, piece_s, self.config.timing.overlap_s, Path(folder), self.status
-            )
+            units, self._assemblies, failures = plan_units(files, options, nodes, lengths, Path(folder), self.status)
             return self._run_units(app, units, files, options, server, started, failures)
 
     def _run_units(
@@ -342,6 +349,8 @@ class Batch:
                             break
                         if state == "STARTED" and job not in running_on:
                             taker = str((handle.info or {}).get("hostname", "?")).split("@")[0]
+                            if taker in gone:
+                                continue  # the copy a dead node left STARTED for ever: its job was sent again
                             running_on[job] = taker
                             self._file_event("started", unit.file, f"{taker}: {unit.label} started")
                 self._notice_silent_nodes(app.backend.client)
@@ -353,9 +362,10 @@ class Batch:
                     if node.channel is None or node.alive or node.released or node.name in gone:
                         continue
                     gone.add(node.name)
-                    last = node.failure or (node.output[-1] if node.output else "")
-                    said = f" ({last})" if last else ""
+                    said = f" ({node.failure or 'its worker ended'})"
                     self.status(f"{node.name} ({node.endpoint.host}) stopped{said}")
+                    if self._release is not None:  # a dead node's machine bills for nothing: ended now
+                        self._ending.append(self._start_release(node))
                     for job, name in list(running_on.items()):
                         if name == node.name and job in handles:
                             # Sent again at once rather than after the visibility timeout; whichever copy ends
@@ -409,9 +419,10 @@ class Batch:
         return node if node is not None and signed_by(value, node.key) else None
 
     def _file_event(self, kind: str, index: int, text: str) -> None:
-        self.status(text)
         if self.on_file is not None:
-            self.on_file(kind, index, text)
+            self.on_file(kind, index, text)  # which says it too
+        else:
+            self.status(text)
 
     def _take(
         self,

@@ -1,0 +1,166 @@
+"""Issue 16's scenario, measured: six recordings and one 10-minute four-voice recording on two rented machines,
+one of which is killed mid-run.
+
+    .venv/bin/python benchmarks/batch_scenario.py      (as root: two real sshds; ~10 min on 2 cores)
+
+The two "machines" are real OpenSSH servers on this computer, rented through RunPod's documented API replayed
+by a local HTTP server (tests/cloud/replay_server.py), so the ledger, the verified teardown and the idle release
+are the real ones. The long recording (two readers and pyannote's call, four real voices; who spoke when from
+benchmarks/long_material.py) is cut across the machines; when its second piece starts, that machine's worker
+is SIGKILLed. Printed: every file answered once or not, the long file's DER (strict) against the truth for the
+batch and for one local run over the whole file, speakers found, what is left running, the ledger, the pods.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_engine import sample_dir
+from benchmarks.bench_pieces import material
+from benchmarks.long_material import SAMPLE_RATE, build
+from tests import metrics
+
+
+def main() -> None:
+    from app.cloud.batch.rented import RentedBatch
+    from app.cloud.batch.run import BatchTiming
+    from app.cloud.offload.base import OffloadConfig, RemoteSetup
+    from app.cloud.offload.ledger import Ledger
+    from app.cloud.providers import RunPod
+    from app.cloud.types import Offer
+    from app.core.engine.pipeline import Engine
+    from app.core.queue.jobs import JobOptions
+    from app.core.queue.worker import pipeline_options
+    from tests.cloud.replay_server import ReplayServer, Reply
+    from tests.cloud.sshd import LoopbackSshd, host_environment
+    from tests.cloud.test_providers import runpod_pod
+    from tests.synth import write_wav
+
+    options = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("json",))
+    folder = Path(tempfile.mkdtemp(prefix="scriba-scenario-"))
+    real = metrics.real_speech_dir()
+    assert real is not None, metrics.REAL_SPEECH_HINT
+    samples, truth, _ = build(material("voices"), 2)
+    length = 10 * 60 * SAMPLE_RATE
+    samples = samples[:length]
+    truth = [(s, min(e, 600.0), who) for s, e, who in truth if s < 600.0]
+    long_file = write_wav(folder / "four voices.wav", samples)
+    six = [real / f"{name}.wav" for name in ("gentle_lucier", "mfa_en_spontaneous_a", "mfa_en_spontaneous_b")]
+    six += [real / "ami_ES2003a_0-30.wav", real / "ami_EN2002a_0-30.wav", sample_dir() / "sample.wav"]
+    files = [long_file, *six]
+
+    servers = [LoopbackSshd(folder / f"host{index}") for index in range(2)]
+    servers[0].start()
+    servers[1].directory.mkdir(parents=True)
+    for name in ("client_key", "client_key.pub", "authorized_keys"):
+        shutil.copy(servers[0].directory / name, servers[1].directory / name)
+    servers[1].start()
+    pods = {f"pod{index}": server for index, server in enumerate(servers)}
+    created: list[str] = []
+    deleted: set[str] = set()
+    lock = threading.Lock()
+
+    def create(request: Any) -> dict[str, Any]:
+        with lock:
+            pod_id = f"pod{len(created)}"
+            created.append(pod_id)
+        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
+
+    def pod(request: Any) -> Any:
+        pod_id = request.path.rsplit("/", 1)[1]
+        if request.method == "DELETE":
+            deleted.add(pod_id)
+            return {}
+        if pod_id in deleted:
+            return Reply(404, {"error": "pod not found"})
+        answer = runpod_pod("RUNNING", direct=True)
+        answer["ssh"]["direct"].update(host="127.0.0.1", port=pods[pod_id].port)
+        return {**answer, "id": pod_id}
+
+    said: list[str] = []
+    killed: list[str] = []
+    batch_box: list[Any] = []
+
+    def status(text: str) -> None:
+        said.append(text)
+        print(f"  [batch] {text}", flush=True)
+        started = re.fullmatch(r"(node\d+): four voices\.wav \(part 2 of \d+\) started", text)
+        if started and not killed and batch_box and batch_box[0]._batch is not None:
+            node = next(node for node in batch_box[0]._batch.nodes if node.name == started.group(1))
+            os.kill(node.pid, signal.SIGKILL)
+            killed.append(node.name)
+
+    try:
+        with ReplayServer() as api:
+            api.route("POST", "/v2/pods", create)
+            for pod_id in pods:
+                api.route("GET", f"/v2/pods/{pod_id}", pod)
+                api.route("DELETE", f"/v2/pods/{pod_id}", pod)
+            offer = Offer(
+                "runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.69, None, "per-second", 1.0,
+                "api:runpod", "2026-11-24", True,
+            )  # fmt: skip
+            ledger = Ledger(folder / "ledger.sqlite3")
+            config = OffloadConfig(
+                options=options,
+                key_file=servers[0].client_key,
+                public_key=servers[0].client_key.with_suffix(".pub").read_text().strip(),
+                known_hosts=folder / "pinned_hosts",
+                pin_new_host=True,
+                setup=RemoteSetup((sys.executable, "-m", "app"), tuple(host_environment(folder, numeric=True).items())),
+                budget_usd=5.0,
+            )
+            batch = RentedBatch(
+                RunPod("runpod-key", base_url=api.url + "/v2"), [offer, offer], ledger, config, status,
+                BatchTiming(connect_wait_s=30.0),
+            )  # fmt: skip
+            batch_box.append(batch)
+            started = time.perf_counter()
+            result = batch.run(files)
+            batch_seconds = time.perf_counter() - started
+            open_entries = len(ledger.open_entries())
+    finally:
+        for server in servers:
+            server.stop()
+
+    answered = {
+        name: sum(1 for line in said if re.fullmatch(rf"node\d: {re.escape(name)} done", line))
+        for name in (path.name for path in files)
+    }
+    local = Engine().run(long_file, pipeline_options(options, None))
+    reference = metrics.turns_annotation(truth)
+
+    def der(transcript: Any) -> tuple[float, int]:
+        turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns]
+        return metrics.der(reference, metrics.turns_annotation(turns)), len({who for _, _, who in turns})
+
+    left = subprocess.run(["pgrep", "-af", "worker batch-node"], capture_output=True, text=True).stdout
+    print("\nscenario: 6 recordings + a 10-minute four-voice recording on 2 rented machines (RunPod replayed)")
+    print(f"  files done: {len(result.transcripts)} of {len(files)}; failed: {len(result.failures)}")
+    print(f"  answers per file: {answered}")
+    print(f"  node killed mid-run: {killed or 'none'}; re-sent: {sum('goes to another node' in s for s in said)}")
+    if 0 in result.transcripts:
+        (batch_der, found), (local_der, local_found) = der(result.transcripts[0]), der(local)
+        print(f"  long file DER, batch: {batch_der:.3f} ({found} speakers); one local run: {local_der:.3f} "
+              f"({local_found} speakers); true speakers: {len(reference.labels())}")  # fmt: skip
+        print(f"  {result.transcripts[0].diarization.reason}")
+    print(f"  workers left running: {len([line for line in left.splitlines() if 'pgrep' not in line])}")
+    print(f"  ledger entries open: {open_entries}; pods created {sorted(created)}, destroyed {sorted(deleted)}")
+    print(f"  teardowns: {[item.state for item in batch.teardowns]}; batch wall time {batch_seconds:.0f} s")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
