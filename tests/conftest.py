@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,20 @@ def engine():  # type: ignore[no-untyped-def]
     from app.core.engine.pipeline import Engine
 
     return Engine()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shared_compiled_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """CAM++ compiled once for the whole run (app/core/engine/diarize/bundled_models.py), not in every test's
+    own cache folder: each would trace it again (2 s), child processes included (they inherit the variable)."""
+    folder = tmp_path_factory.mktemp("torchscript")
+    previous = os.environ.get("SCRIBA_TORCHSCRIPT_CACHE")
+    os.environ["SCRIBA_TORCHSCRIPT_CACHE"] = str(folder)
+    yield
+    if previous is None:
+        os.environ.pop("SCRIBA_TORCHSCRIPT_CACHE", None)
+    else:
+        os.environ["SCRIBA_TORCHSCRIPT_CACHE"] = previous
 
 
 @pytest.fixture(autouse=True)
