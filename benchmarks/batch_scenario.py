@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,9 +42,9 @@ def main() -> None:
     from app.core.engine.pipeline import Engine
     from app.core.queue.jobs import JobOptions
     from app.core.queue.worker import pipeline_options
-    from tests.cloud.replay_server import ReplayServer, Reply
+    from tests.cloud.replay_server import ReplayServer
+    from tests.cloud.runpod_pods import ReplayedPods
     from tests.cloud.sshd import LoopbackSshd, host_environment
-    from tests.cloud.test_providers import runpod_pod
     from tests.synth import write_wav
 
     options = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("json",))
@@ -67,28 +66,7 @@ def main() -> None:
     for name in ("client_key", "client_key.pub", "authorized_keys"):
         shutil.copy(servers[0].directory / name, servers[1].directory / name)
     servers[1].start()
-    pods = {f"pod{index}": server for index, server in enumerate(servers)}
-    created: list[str] = []
-    deleted: set[str] = set()
-    lock = threading.Lock()
-
-    def create(request: Any) -> dict[str, Any]:
-        with lock:
-            pod_id = f"pod{len(created)}"
-            created.append(pod_id)
-        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
-
-    def pod(request: Any) -> Any:
-        pod_id = request.path.rsplit("/", 1)[1]
-        if request.method == "DELETE":
-            deleted.add(pod_id)
-            return {}
-        if pod_id in deleted:
-            return Reply(404, {"error": "pod not found"})
-        answer = runpod_pod("RUNNING", direct=True)
-        answer["ssh"]["direct"].update(host="127.0.0.1", port=pods[pod_id].port)
-        return {**answer, "id": pod_id}
-
+    pods = ReplayedPods([server.port for server in servers])
     said: list[str] = []
     killed: list[str] = []
     batch_box: list[Any] = []
@@ -104,10 +82,7 @@ def main() -> None:
 
     try:
         with ReplayServer() as api:
-            api.route("POST", "/v2/pods", create)
-            for pod_id in pods:
-                api.route("GET", f"/v2/pods/{pod_id}", pod)
-                api.route("DELETE", f"/v2/pods/{pod_id}", pod)
+            pods.route(api)
             offer = Offer(
                 "runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.69, None, "per-second", 1.0,
                 "api:runpod", "2026-11-24", True,
@@ -157,7 +132,7 @@ def main() -> None:
               f"({local_found} speakers); true speakers: {len(reference.labels())}")  # fmt: skip
         print(f"  {result.transcripts[0].diarization.reason}")
     print(f"  workers left running: {len([line for line in left.splitlines() if 'pgrep' not in line])}")
-    print(f"  ledger entries open: {open_entries}; pods created {sorted(created)}, destroyed {sorted(deleted)}")
+    print(f"  ledger entries open: {open_entries}; pods created {pods.created}, destroyed {sorted(pods.ended_at)}")
     print(f"  teardowns: {[item.state for item in batch.teardowns]}; batch wall time {batch_seconds:.0f} s")
     shutil.rmtree(folder, ignore_errors=True)
 

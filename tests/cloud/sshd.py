@@ -7,10 +7,13 @@ brings it back on the same port with a different host key: the "changed host key
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
+import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -181,6 +184,7 @@ class NetworkNamespace:
         return f"10.231.{self.number}.2"
 
     def create(self) -> NetworkNamespace:
+        self._remove_leftovers()
         host, peer = f"sv{os.getpid() % 10000}h{self.number}", f"sv{os.getpid() % 10000}n{self.number}"
         for command in (
             ["ip", "netns", "add", self.name],
@@ -206,4 +210,27 @@ class NetworkNamespace:
         )
 
     def delete(self) -> None:
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)  # takes its veth pair with it
+        _delete_namespace(self.name)
+        if self._link:
+            subprocess.run(["ip", "link", "del", self._link], capture_output=True)
+
+    def _remove_leftovers(self) -> None:
+        """What an earlier run that was killed left with this number (its subnet would clash with ours)."""
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in listing.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if re.fullmatch(rf"scriba-t\d+-{self.number}", name):
+                _delete_namespace(name)
+        links = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+        for line in links.splitlines():
+            if f" {self.outside}/30 " in line:
+                subprocess.run(["ip", "link", "del", line.split()[1].split("@")[0]], capture_output=True)
+
+
+def _delete_namespace(name: str) -> None:
+    """End every process inside (an sshd, a worker), then the namespace, which takes its veth pair with it."""
+    pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -30,6 +30,7 @@ from app.cloud.batch.run import Batch, BatchConfig, BatchNode, BatchTiming
 from app.cloud.offload.base import RemoteSetup
 from app.cloud.remote.transport import parse_ssh_url
 from app.core.queue.jobs import JobOptions
+from tests.cloud.runpod_pods import ReplayedPods
 from tests.cloud.sshd import LoopbackSshd, NetworkNamespace, free_port, host_environment
 from tests.test_cli import scriba
 
@@ -255,37 +256,9 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
     from app.cloud.offload.ledger import Ledger
     from app.cloud.providers import RunPod
     from app.cloud.types import Offer
-    from tests.cloud.replay_server import ReplayServer, Reply
-    from tests.cloud.test_providers import runpod_pod
+    from tests.cloud.replay_server import ReplayServer
 
-    pods = {f"pod{index}": server for index, server in enumerate(hosts)}
-    ended_at: dict[str, float] = {}
-    lock = threading.Lock()
-    created: list[str] = []
-
-    def create(request: Any) -> dict[str, Any]:
-        with lock:
-            pod_id = f"pod{len(created)}"
-            created.append(pod_id)
-        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
-
-    def described(pod_id: str) -> Any:
-        def answer(request: Any) -> Any:
-            if pod_id in ended_at:
-                return Reply(404, {"error": "pod not found"})
-            pod = runpod_pod("RUNNING", direct=True)
-            pod["ssh"]["direct"].update(host="127.0.0.1", port=pods[pod_id].port)
-            return {**pod, "id": pod_id}
-
-        return answer
-
-    def delete(pod_id: str) -> Any:
-        def answer(request: Any) -> Any:
-            ended_at.setdefault(pod_id, time.monotonic())
-            return {}
-
-        return answer
-
+    pods = ReplayedPods([server.port for server in hosts])
     said: list[tuple[float, str]] = []
     killed: list[str] = []
 
@@ -299,10 +272,7 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
             killed.append(node.name)
 
     with ReplayServer() as api:
-        api.route("POST", "/v2/pods", create)
-        for pod_id in pods:
-            api.route("GET", f"/v2/pods/{pod_id}", described(pod_id))
-            api.route("DELETE", f"/v2/pods/{pod_id}", delete(pod_id))
+        pods.route(api)
         provider = RunPod("runpod-key-DO-NOT-LEAK", base_url=api.url + "/v2")
         offer = Offer(
             "runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.69, None, "per-second", 1.0,
@@ -332,9 +302,9 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
 
     lines = [text for _, text in said]
     assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, lines
-    assert sorted(created) == ["pod0", "pod1"] and sorted(ended_at) == ["pod0", "pod1"], lines
+    assert pods.created == ["pod0", "pod1"] and sorted(pods.ended_at) == ["pod0", "pod1"], lines
     last_done = max(when for when, text in said if re.fullmatch(r"node\d: .+ done", text))
-    assert min(ended_at.values()) < last_done, lines  # one pod ended while the other still transcribed
+    assert min(pods.ended_at.values()) < last_done, lines  # one pod ended while the other still transcribed
     if kill:
         assert killed and any("goes to another node" in line for line in lines), lines
         assert not any("released" in line for line in lines), lines  # the survivor had work to the end
@@ -375,35 +345,13 @@ def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
 
     from app.cloud.offload.ledger import Ledger
     from app.cloud.providers import RunPod
-    from tests.cloud.replay_server import ReplayServer, Reply
-    from tests.cloud.test_providers import runpod_pod
+    from tests.cloud.replay_server import ReplayServer
 
-    lock = threading.Lock()
-    created: list[str] = []
-    deleted: set[str] = set()
-
-    def create(request: Any) -> dict[str, Any]:
-        with lock:
-            pod_id = f"pod{len(created)}"
-            created.append(pod_id)
-        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
-
-    def pod(request: Any) -> Any:
-        pod_id = request.path.rsplit("/", 1)[1]
-        if request.method == "DELETE":
-            deleted.add(pod_id)
-            return {}
-        if pod_id in deleted:
-            return Reply(404, {"error": "pod not found"})
-        return {**runpod_pod("PROVISIONING"), "id": pod_id}  # booting for ever: the crash comes first
+    pods = ReplayedPods([0, 0, 0], booting=True)  # booting for ever: the crash comes first
 
     ledger_path = tmp_path / "cloud-ledger.sqlite3"
     with ReplayServer() as api:
-        api.route("POST", "/v2/pods", create)
-        for index in range(3):
-            for method in ("GET", "DELETE"):
-                api.route(method, f"/v2/pods/pod{index}", pod)
-        api.route("GET", "/v2/pods", lambda request: {"pods": []})
+        pods.route(api)
         child = subprocess.Popen(
             [sys.executable, "-c", CRASHING_BATCH, api.url + "/v2", str(ledger_path), str(sample_dir / "sample.wav")],
             stdout=subprocess.DEVNULL,
@@ -415,13 +363,13 @@ def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
             time.sleep(0.1)
         child.kill()
         child.wait()
-        assert len(created) == 3 and not deleted
+        assert len(pods.created) == 3 and not pods.ended_at
         ledger = Ledger(ledger_path)
         assert sorted(entry.instance_id or "" for entry in ledger.open_entries()) == ["pod0", "pod1", "pod2"]
         messages: list[str] = []
         ledger.sweep_orphans({"runpod": RunPod("runpod-key", base_url=api.url + "/v2")}, messages.append, poll_s=0.1)
         assert not api.unmatched
-    assert deleted == {"pod0", "pod1", "pod2"}, messages
+    assert sorted(pods.ended_at) == ["pod0", "pod1", "pod2"], messages
     assert not ledger.open_entries(), messages
 
 

@@ -569,37 +569,14 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
     from app.cloud.batch.run import BatchTiming
     from app.cloud.offload.session import parse_remote_command
     from app.cloud.providers import RunPod
-    from tests.cloud.test_providers import runpod_pod
+    from tests.cloud.runpod_pods import ReplayedPods
 
     window = open_window(start_worker=False)
-    created: list[str] = []
-    deleted: set[str] = set()
-    lock = threading.Lock()
-
-    def create(request: Recorded) -> dict[str, Any]:
-        with lock:
-            pod_id = f"pod{len(created)}"
-            created.append(pod_id)
-        return {**runpod_pod("PROVISIONING", name=request.json()["name"]), "id": pod_id}
-
-    def pod(request: Recorded) -> Any:
-        pod_id = request.path.rsplit("/", 1)[1]
-        if request.method == "DELETE":
-            deleted.add(pod_id)
-            return {}
-        if pod_id in deleted:
-            return Reply(404, {"error": "pod not found"})
-        answer = runpod_pod("RUNNING", direct=True)
-        answer["ssh"]["direct"].update(host="127.0.0.1", port=sshd.port)
-        return {**answer, "id": pod_id}
-
+    pods = ReplayedPods([sshd.port, sshd.port])  # two pods, one sshd: two workers on it
     asked: list[tuple[str, int, float | None]] = []
     questions: list[str] = []
     with ReplayServer() as api:
-        api.route("POST", "/v2/pods", create)
-        for pod_id in ("pod0", "pod1"):
-            api.route("GET", f"/v2/pods/{pod_id}", pod)
-            api.route("DELETE", f"/v2/pods/{pod_id}", pod)
+        pods.route(api)
 
         def batch(
             provider_name: str,
@@ -660,6 +637,6 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
     assert states(window) == [JobState.DONE, JobState.DONE]
     for job in window.store.jobs():
         assert "hello" in window.store.load_transcript(job.id).text.lower()
-    assert sorted(created) == ["pod0", "pod1"] and deleted == {"pod0", "pod1"}
+    assert pods.created == ["pod0", "pod1"] and sorted(pods.ended_at) == ["pod0", "pod1"]
     assert open_ledger_entries(window.store.directory) == []
     assert dialog.status_label.text().startswith(f"Finished on {option.offer.gpu} (runpod): 2 transcribed in ")

@@ -143,19 +143,8 @@ class LocalBroker:
 
     @staticmethod
     def ping(access: BrokerAccess) -> bool:
-        """True when the server answers ``access``'s AUTH and PING (RESP spoken by hand: no client needed)."""
-        try:
-            with socket.create_connection((access.host, access.port), timeout=2) as connection:
-                connection.sendall(command("AUTH", access.user, access.password) + command("PING"))
-                answer = b""
-                while answer.count(b"\r\n") < 2:
-                    chunk = connection.recv(4096)
-                    if not chunk:
-                        return False
-                    answer += chunk
-                return answer.startswith(b"+OK\r\n+PONG")
-        except OSError:
-            return False
+        """True when the server answers ``access``'s AUTH and PING."""
+        return ask(access, "PING") == b"+PONG"
 
     def _stop_process(self) -> None:
         if self._process is None:
@@ -187,6 +176,24 @@ class LocalBroker:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def ask(access: BrokerAccess, *words: str, timeout_s: float = 2.0) -> bytes | None:
+    """One command as ``access``, in RESP spoken by hand (no client needed, a timeout of its own): its one-line
+    answer (``+PONG``, ``:3``), or None when the server cannot be reached or refuses the login."""
+    try:
+        with socket.create_connection((access.host, access.port), timeout=timeout_s) as connection:
+            connection.sendall(command("AUTH", access.user, access.password) + command(*words))
+            answer = b""
+            while answer.count(b"\r\n") < 2:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return None
+                answer += chunk
+    except OSError:
+        return None
+    login, reply = answer.split(b"\r\n")[:2]
+    return reply if login == b"+OK" else None
 
 
 def command(*parts: str) -> bytes:

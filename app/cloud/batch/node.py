@@ -140,8 +140,11 @@ def watch_node(
     import subprocess
 
     last_answer = time.monotonic()
+    first = True
     while True:
-        time.sleep(poll_s)
+        if not first:  # the first beat at once: it comes before this node can take any job
+            time.sleep(poll_s)
+        first = False
         reason = None
         if _beat(access, beat_key(name)):
             last_answer = time.monotonic()
@@ -166,21 +169,11 @@ def beat_key(node: str) -> str:
 
 
 def _beat(access: Any, key: str) -> bool:
-    """INCR ``key`` as ``access`` (RESP by hand: no client, and a timeout of its own); whether it was counted."""
-    from app.cloud.batch.broker import command
+    """Count the heartbeat up; whether the broker took it."""
+    from app.cloud.batch.broker import ask
 
-    try:
-        with socket.create_connection((access.host, access.port), timeout=5) as connection:
-            connection.sendall(command("AUTH", access.user, access.password) + command("INCR", key))
-            answer = b""
-            while answer.count(b"\r\n") < 2:
-                chunk = connection.recv(4096)
-                if not chunk:
-                    return False
-                answer += chunk
-            return answer.startswith(b"+OK\r\n:")
-    except OSError:
-        return False
+    reply = ask(access, "INCR", key, timeout_s=5.0)
+    return reply is not None and reply.startswith(b":")
 
 
 _embedding: Any = None  # the node's CAM++ model, loaded at its first piece

@@ -274,22 +274,11 @@ def build_rented_batch(
     status: Callable[[str], None],
 ) -> RentedBatch:
     """``count`` machines like ``chosen`` running one queue, each rented as a single offload's is."""
-    from app.cloud.offload.base import RemoteSetup
-    from app.cloud.offload.launch import cloud_dir, ledger_for, live_offers_for, rented_machine_key
+    from app.cloud.offload.launch import ledger_for, live_offers_for, rented_config
     from app.cloud.providers import provider_from_keyring
 
     provider = provider_from_keyring(provider_name)
-    key_file, public_key = rented_machine_key(data_dir)
-    config = OffloadConfig(
-        options=options,
-        key_file=key_file,
-        public_key=public_key,
-        known_hosts=cloud_dir(data_dir) / "known_hosts",
-        pin_new_host=True,
-        setup=RemoteSetup(install_missing=True),
-        budget_usd=budget_usd,
-        estimate_usd=estimate_usd,
-    )
+    config = rented_config(data_dir, options, budget_usd, estimate_usd)
     offers = live_offers_for(provider, chosen, count)
     if len(offers) < count:
         status(f"{provider.title} has {len(offers)} {chosen.gpu} machine(s) free, not {count}: renting those")

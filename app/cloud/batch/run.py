@@ -405,10 +405,16 @@ class Batch:
             return
         now = time.monotonic()
         for node, beat in zip(alive, beats, strict=True):
+            # Before its first beat a node may still be importing its libraries (a cold disk takes a while).
+            limit = (
+                self.config.timing.node_silent_s
+                if node.last_beat is not None
+                else self.config.timing.node_start_timeout_s
+            )
             if beat != node.last_beat:
                 node.last_beat, node.heard_at = beat, now
-            elif now - node.heard_at > self.config.timing.node_silent_s:
-                node.failure = f"no word from it for {self.config.timing.node_silent_s:.0f} s: its link dropped"
+            elif now - node.heard_at > limit:
+                node.failure = f"no word from it for {limit:.0f} s: its link dropped"
                 threading.Thread(target=_stop_node, args=(node,), daemon=True, name=f"stop-{node.name}").start()
 
     def _signer(self, value: Any) -> BatchNode | None:

@@ -129,8 +129,22 @@ def build_rented_offload(
     setup: RemoteSetup | None = None,
 ) -> Offload:
     provider = provider_from_keyring(provider_name)
+    config = rented_config(data_dir, options, budget_usd, estimate_usd, hf_token, setup)
+    return Offload(provider, live_offer_for(provider, chosen), ledger_for(data_dir), config)
+
+
+def rented_config(
+    data_dir: Path,
+    options: JobOptions,
+    budget_usd: float | None,
+    estimate_usd: float | None,
+    hf_token: str | None = None,
+    setup: RemoteSetup | None = None,
+) -> OffloadConfig:
+    """How Scriba reaches and trusts a machine it rents: its own key, the pinned known-hosts file, Scriba
+    installed there."""
     key_file, public_key = rented_machine_key(data_dir)
-    config = OffloadConfig(
+    return OffloadConfig(
         options=options,
         key_file=key_file,
         public_key=public_key,
@@ -141,7 +155,6 @@ def build_rented_offload(
         budget_usd=budget_usd,
         estimate_usd=estimate_usd,
     )
-    return Offload(provider, live_offer_for(provider, chosen), ledger_for(data_dir), config)
 
 
 def build_ssh_offload(

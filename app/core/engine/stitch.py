@@ -18,7 +18,7 @@ Three steps, each usable on its own:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -310,13 +310,8 @@ def overlap_links(parts: Sequence[PieceResult]) -> list[tuple[tuple[int, str], t
     from scipy.optimize import linear_sum_assignment
 
     links: list[tuple[tuple[int, str], tuple[int, str]]] = []
-    for index in range(len(parts) - 1):
-        left, right = parts[index], parts[index + 1]
-        start, end = right.piece.start, left.piece.end
-        if end - start < GRID_S:
-            continue
-        grid = np.arange(start, end, GRID_S) + GRID_S / 2
-        one, two = _who_alone(left, grid), _who_alone(right, grid)
+    for index, grid in _shared_audio(parts):
+        one, two = _who_alone(parts[index], grid), _who_alone(parts[index + 1], grid)
         both = (one != "") & (two != "")
         rows, columns = sorted(set(one[both])), sorted(set(two[both]))
         if not rows or not columns:
@@ -386,18 +381,21 @@ def overlap_agreement(parts: Sequence[PieceResult], names: Mapping[tuple[int, st
     """Of the time where two neighbouring pieces each hear one speaker in their shared audio, the share where
     they name the same one; None when no overlap holds such time."""
     agree = total = 0
-    for index in range(len(parts) - 1):
-        left, right = parts[index], parts[index + 1]
-        start, end = right.piece.start, left.piece.end
-        if end - start < GRID_S:
-            continue
-        grid = np.arange(start, end, GRID_S) + GRID_S / 2
-        one = np.asarray([names.get((index, who), "") if who else "" for who in _who_alone(left, grid)])
-        two = np.asarray([names.get((index + 1, who), "") if who else "" for who in _who_alone(right, grid)])
+    for index, grid in _shared_audio(parts):
+        one = np.asarray([names.get((index, who), "") if who else "" for who in _who_alone(parts[index], grid)])
+        two = np.asarray([names.get((index + 1, who), "") if who else "" for who in _who_alone(parts[index + 1], grid)])
         both = (one != "") & (two != "")
         total += int(both.sum())
         agree += int((both & (one == two)).sum())
     return agree / total if total else None
+
+
+def _shared_audio(parts: Sequence[PieceResult]) -> Iterator[tuple[int, np.ndarray]]:
+    """For each piece i that shares audio with piece i + 1: i and the times of that audio, on the grid."""
+    for index in range(len(parts) - 1):
+        start, end = parts[index + 1].piece.start, parts[index].piece.end
+        if end - start >= GRID_S:
+            yield index, np.arange(start, end, GRID_S) + GRID_S / 2
 
 
 def _who_alone(part: PieceResult, grid: np.ndarray) -> np.ndarray:
