@@ -50,28 +50,30 @@ def celery_app(broker_url: str, visibility_timeout_s: float) -> Any:
     return app
 
 
-def _signed_text(answer: dict[str, Any]) -> bytes:
+def _signature(answer: dict[str, Any], key: str) -> str:
+    """HMAC-SHA256 of the answer's canonical JSON (every field but the signature) under ``key``."""
+    import hashlib
+    import hmac
+
     body = {name: value for name, value in answer.items() if name != "signature"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key.encode(), text, hashlib.sha256).hexdigest()
 
 
 def sign_answer(answer: dict[str, Any], key: str) -> dict[str, Any]:
-    """The answer with its HMAC under the node's own key. Every node can write to the queue's result keys (the
-    broker's ACL cannot tell one node's from another's): the signature is what tells this machine which node
-    wrote an answer, so that a node cannot pass its answer off as another's, nor overwrite another's unseen."""
-    import hashlib
-    import hmac
-
-    return answer | {"signature": hmac.new(key.encode(), _signed_text(answer), hashlib.sha256).hexdigest()}
+    """The answer with its signature under the node's own key. Every node can write to the queue's result keys
+    (the broker's ACL cannot tell one node's from another's): the signature tells this machine which node of the
+    batch wrote an answer, so that an answer no node signed, or one passed off as another node's, is refused.
+    (A node can still lie about its own jobs: a rented machine is trusted with the audio it is sent.)"""
+    return answer | {"signature": _signature(answer, key)}
 
 
 def signed_by(answer: dict[str, Any], key: str) -> bool:
-    import hashlib
     import hmac
 
     try:
-        expected = hmac.new(key.encode(), _signed_text(answer), hashlib.sha256).hexdigest()
-    except (TypeError, ValueError):  # not JSON (a NaN, an object) is not something a node signed
+        expected = _signature(answer, key)
+    except (TypeError, ValueError):  # not JSON (an object) is not something a node signed
         return False
     return hmac.compare_digest(expected, str(answer.get("signature", "")))
 

@@ -41,7 +41,6 @@ class Unit:
     path: Path
     label: str  # for status lines: "talk.wav", or "talk.wav (part 2 of 3)"
     piece: Any = None  # app.core.engine.stitch.Piece
-    pieces: int = 1
 
 
 @dataclass
@@ -113,8 +112,8 @@ def plan_units(
             failures[index] = str(error)
             continue
         pieces = plan_pieces(audio.samples, PIECE_RATE, piece_s, overlap_s)
-        if len(pieces) == 1:
-            units.append(Unit(len(units), index, path, path.name))
+        if len(pieces) == 1:  # the decoded length is under the header's: whole after all
+            units.append(Unit(len(units), index, _smaller(path, duration, folder / f"{index:04d}.flac"), path.name))
             continue
         status(f"{path.name}: cut into {len(pieces)} pieces, one node each")
         assemblies[index] = Assembly(path, audio.duration, len(pieces), options[index])
@@ -122,7 +121,7 @@ def plan_units(
             target = folder / f"{index:04d}-{piece.index:02d}.flac"
             _write_flac(target, audio.samples[round(piece.start * PIECE_RATE) : round(piece.end * PIECE_RATE)])
             label = f"{path.name} (part {piece.index + 1} of {len(pieces)})"
-            units.append(Unit(len(units), index, target, label, piece, len(pieces)))
+            units.append(Unit(len(units), index, target, label, piece))
         del audio
     return units, assemblies, failures
 

@@ -125,8 +125,6 @@ class RentedBatch:
         """As :meth:`Offload.run`: ``on_event`` hears status lines and each file's started/done/failed, with the
         cost of all machines so far; ``cancel`` (the caller's token) stops every machine's part."""
         self._on_event = on_event
-        if cancel is not None:
-            threading.Thread(target=self._follow_cancel, args=(cancel,), daemon=True, name="batch-cancel").start()
         budget, estimate = self.config.budget_usd, self.config.estimate_usd
         if budget is not None and estimate is not None and estimate > budget:
             raise BudgetExceeded(
@@ -136,6 +134,8 @@ class RentedBatch:
         for path in files:
             if not path.is_file():
                 raise OffloadError(f"{path}: no such file; nothing was launched")
+        if cancel is not None:  # after the checks above: the thread ends with the run (_closing)
+            threading.Thread(target=self._follow_cancel, args=(cancel,), daemon=True, name="batch-cancel").start()
         started = self._started = time.monotonic()
         launches = [
             threading.Thread(target=self._launch, args=(node, job_ref), name=f"launch-{index + 1}")

@@ -220,7 +220,7 @@ class Batch:
             # On stdin, never in `ps`: the broker's node password and this node's own signing key.
             channel.sendall(f"{broker.node_password}\n{node.key}\n".encode())
             node.pid = int(_read_line(channel, 60.0))
-            node.heard_at = time.monotonic()  # the node's first heartbeat comes after its first poll
+            node.heard_at = time.monotonic()  # silence is counted from here until the first heartbeat is read
             node.channel = channel
             threading.Thread(target=_drain, args=(channel, node.output), daemon=True, name=node.name).start()
             self.status(f"{node.name} ({node.endpoint.host}): worker started")
@@ -337,8 +337,12 @@ class Batch:
                     unit = units[job]
                     for handle in handles[job]:
                         state = handle.state
-                        if state == "SUCCESS":
-                            value = handle.result
+                        if state == "FAILURE" and handle is not handles[job][-1]:
+                            continue  # an older copy (its node died); the copy sent again still counts
+                        if state in ("SUCCESS", "FAILURE"):
+                            # FAILURE: the task raised on the node outside transcribe_job (which never raises):
+                            # its answer is not a transcript, and _take fails the file saying so.
+                            value = handle.result if state == "SUCCESS" else None
                             if isinstance(value, dict) and value.get("skipped") and self._signer(value):
                                 continue  # a second copy of a job that was already done
                             del handles[job]
