@@ -82,7 +82,7 @@ class BatchNode:
     on_expire: list[str] | None = None  # the command with which the node's machine ends itself (RunPod)
     failure: str | None = None
     released: bool = False  # stopped early because the queue had nothing left for it
-    key: str = field(default_factory=lambda: secrets.token_hex(16))  # signs this node's answers (node.py)
+    key: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)  # signs its answers (node.py)
     last_beat: Any = None  # the node's heartbeat count as last read, and when it last moved (time.monotonic)
     heard_at: float = field(default_factory=time.monotonic)
     jobs_done: int = 0
