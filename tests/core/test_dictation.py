@@ -18,10 +18,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.dictation.decoding import StreamingVad, WhisperDecoder, common_prefix, load_decoder, strip_committed
+from app.core.dictation.decoding import (
+    StreamingVad,
+    WhisperDecoder,
+    common_prefix,
+    load_decoder,
+    strip_committed,
+    strip_context,
+)
 from app.core.dictation.session import Dictation
 from app.core.dictation.sources import ArraySource, AudioInputError, FileSource, MicrophoneSource, list_input_devices
-from app.core.dictation.stream import DictationEvent, DictationOptions
+from app.core.dictation.stream import WHISPER_WINDOW_S, DictationEvent, DictationOptions, DictationStream
 from app.core.engine.audio import SAMPLE_RATE, decode_audio
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions
 from app.core.engine.transcript import Word
@@ -158,6 +165,30 @@ def test_local_agreement_commits_the_common_prefix_and_never_repeats() -> None:
     changed = words((" Thanks", 0.0, 0.3), (" four", 0.3, 0.5), (" joining", 0.62, 0.9), (" the", 0.9, 1.0))
     assert [w.word for w in strip_committed(changed, committed)] == [" the"]
     assert strip_committed(after, []) == after
+
+
+def test_context_is_stripped_by_its_letters_not_its_times() -> None:
+    context = words(
+        (" let", 26.5, 26.8),
+        (" us", 26.8, 27.0),
+        (" plan", 27.0, 27.4),
+        (" the", 27.4, 27.6),
+        (" feedback.", 27.6, 28.2),
+    )
+    new = words((" I", 28.9, 29.0), (" will", 29.0, 29.2), (" send", 29.2, 29.5))
+    # The same words again, with times drifted by 0.3-0.5 s: only the new ones are left.
+    drifted = [Word(w.start + 0.4, w.end + 0.3, w.word, 1.0) for w in context]
+    assert [w.word for w in strip_context([*drifted, *new], context)] == [" I", " will", " send"]
+    # The re-decode splits a word ("feed back"): a cut by words would keep " back." as new text.
+    split = [*context[:4], *words((" feed", 27.6, 27.9), (" back.", 27.9, 28.3))]
+    assert [w.word for w in strip_context([*split, *new], context)] == [" I", " will", " send"]
+    # The re-decode hears the context shorter ("the" dropped) and one word differently: the new phrase's first
+    # word is not eaten by the cut.
+    shorter = [*words((" let", 26.5, 26.8), (" us", 26.8, 27.0), (" plan", 27.0, 27.4), (" feed", 27.5, 28.2))]
+    assert [w.word for w in strip_context([*shorter, *new], context)] == [" I", " will", " send"]
+    # Nothing new: nothing left (the stream then decodes the window alone).
+    assert strip_context(drifted, context) == []
+    assert strip_context([], context) == []
 
 
 class LevelProbe:
@@ -360,7 +391,8 @@ class WindowSpy:
         return self.inner.decode(samples, final=final, prompt=prompt)
 
 
-def test_long_speech_is_committed_in_bounded_windows(speech: Speech, decoder: WhisperDecoder) -> None:
+@pytest.mark.parametrize("context_s", [0.0, 8.0], ids=["alone", "with-context"])
+def test_long_speech_is_committed_in_bounded_windows(speech: Speech, decoder: WhisperDecoder, context_s: float) -> None:
     first, second = speech.utterances[:2]
     # Two sentences with a 0.2 s breath between them: one utterance of about 8.5 s, twice the window cap.
     audio = np.concatenate(
@@ -372,16 +404,68 @@ def test_long_speech_is_committed_in_bounded_windows(speech: Speech, decoder: Wh
     )
     recorder = Recorder()
     spy = WindowSpy(decoder)
-    options = DictationOptions(max_window_s=4.0)
+    options = DictationOptions(max_window_s=4.0, context_s=context_s)
     text = Dictation(options, ArraySource(audio, realtime=True), recorder, decoder=spy).run()
 
     check_well_formed(recorder.events)
-    assert max(spy.windows) <= options.max_window_s + 1e-3
+    # The cap is on the window; a final decode may hear up to context_s of the words committed before it.
+    assert max(spy.windows) <= options.max_window_s + context_s + 1e-3
     assert max(spy.windows) >= options.max_window_s - 0.1, "the cap was never reached: the test lost its point"
     assert len(recorder.of("final")) >= 2  # committed in pieces before the utterance ended
     said = metrics.normalise(text)
     assert not [a for a, b in itertools.pairwise(said) if a == b], f"a word repeated at a cut: {text}"
     assert metrics.wer(f"{first.text} {second.text}", text) <= 0.35, text
+
+
+class FinalSpy:
+    """Passes decodes through and notes each final decode's audio and words."""
+
+    def __init__(self, inner: WhisperDecoder) -> None:
+        self.inner = inner
+        self.finals: list[tuple[float, str]] = []
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
+        words = self.inner.decode(samples, final=final, prompt=prompt)
+        if final:
+            self.finals.append((len(samples) / SAMPLE_RATE, "".join(w.word for w in words)))
+        return words
+
+
+def simulated(audio: np.ndarray, options: DictationOptions, decoder: Any) -> str:
+    """Dictation of ``audio`` in 0.1 s blocks on a simulated clock (each decode as if instant)."""
+    stream = DictationStream(options, decoder, StreamingVad(options.vad_threshold, options.end_silence_s))
+    for first in range(0, len(audio), SAMPLE_RATE // 10):
+        stream.feed(audio[first : first + SAMPLE_RATE // 10])
+    stream.flush()
+    return stream.text
+
+
+def test_final_decodes_hear_the_speech_before_them_and_keep_each_word_once(decoder: WhisperDecoder) -> None:
+    turns = [(0, synth.SENTENCES[0]), (1, synth.SENTENCES[1]), (0, synth.SENTENCES[2]), (1, synth.SENTENCES[3])]
+    reference = " ".join(text for _, text in turns)
+    conversation, utterances = synth.conversation(turns, pause=0.6)
+    spy = FinalSpy(decoder)
+    text = simulated(conversation, DictationOptions(), spy)
+    alone = simulated(conversation, DictationOptions(context_s=0.0), decoder)
+
+    # After the first turn, the final decodes heard the turn before as well (the window reaches back past the
+    # utterance's own 0.25 s of padding), and never more than Whisper's window.
+    longest_turn = max(u.end - u.start for u in utterances)
+    assert max(seconds for seconds, _ in spy.finals) > longest_turn + 1.5, spy.finals
+    assert max(seconds for seconds, _ in spy.finals) <= WHISPER_WINDOW_S
+    # ...and their words were given once: no phrase repeated where a turn's context was cut off.
+    said = metrics.normalise(text)
+    trigrams = list(zip(said, said[1:], said[2:], strict=False))
+    assert len(trigrams) == len(set(trigrams)), text
+    assert len(said) >= len(metrics.normalise(reference)) - 3, text
+    # 40 words: one word is 2.5 points; the accuracy itself is the benchmark's (bench_dictation_accuracy.py).
+    assert metrics.wer(reference, text) <= metrics.wer(reference, alone) + 0.08, (text, alone)
+
+    # Sentences after long pauses are decoded alone: a pause over context_gap_s ends the context.
+    separated, _ = synth.conversation(turns, pause=2.0)
+    spy = FinalSpy(decoder)
+    simulated(separated, DictationOptions(), spy)
+    assert max(seconds for seconds, _ in spy.finals) <= longest_turn + 1.5, spy.finals
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -215,3 +215,38 @@ def strip_committed(hypothesis: Sequence[Word], committed: Sequence[Word]) -> li
         if keys[-size:] == [_norm(word) for word in rest[:size]]:
             return rest[size:]
     return rest
+
+
+def strip_context(hypothesis: Sequence[Word], context: Sequence[Word]) -> list[Word]:
+    """The words of ``hypothesis`` after those that repeat ``context`` (earlier final words whose audio was
+    decoded again, before the window, as context).
+
+    Matched by the letters, not by the times: Whisper's timestamps drift by a word or more, so a cut by time
+    drops a new phrase's first word or keeps the context's last; and a re-decode may split or join words
+    ("feedback" / "feed back"). The cut is the word boundary, within a second of the context's end, whose
+    prefix is closest to the context in letter edits; among equally close ones, the nearest in time."""
+    if not hypothesis:
+        return []
+    target = "".join(_norm(word) for word in context)
+    letters = [_norm(word) for word in hypothesis]
+    text = "".join(letters)
+    # row[j]: edit distance between the context's letters and the hypothesis's first j letters.
+    row = list(range(len(text) + 1))
+    for letter in target:
+        previous = row
+        row = [previous[0] + 1]
+        for index, other in enumerate(text):
+            row.append(min(previous[index] + (letter != other), previous[index + 1] + 1, row[index] + 1))
+    boundaries = [0]
+    for word in letters:
+        boundaries.append(boundaries[-1] + len(word))
+    end = context[-1].end
+
+    def time_of(cut: int) -> float:
+        return hypothesis[cut - 1].end if cut else hypothesis[0].start
+
+    cuts = [cut for cut in range(len(hypothesis) + 1) if abs(time_of(cut) - end) <= 1.0] or list(
+        range(len(hypothesis) + 1)
+    )
+    best = min(cuts, key=lambda cut: (row[boundaries[cut]], abs(time_of(cut) - end)))
+    return list(hypothesis[best:])
