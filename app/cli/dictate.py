@@ -17,6 +17,12 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     dictate.add_argument("--list-devices", action="store_true", help="list the input devices and exit")
     dictate.add_argument("--device", default=None, help="input device: index or name (default: the system's)")
     dictate.add_argument("--model", default="tiny.en", help="catalog name or CTranslate2 directory (default: tiny.en)")
+    dictate.add_argument(
+        "--final-model",
+        default=None,
+        metavar="MODEL",
+        help="a bigger model for the final text only (partials stay with --model); back to --model if too slow",
+    )
     dictate.add_argument("--language", default=None, help="language code; default: detect once (en for *.en)")
     dictate.add_argument("--compute-device", choices=("auto", "cpu", "cuda"), default="auto")
     dictate.add_argument("--jsonl", action="store_true", help="one JSON object per partial/final event")
@@ -148,7 +154,9 @@ def _dictate(args: argparse.Namespace, desktop: DesktopTextOutput | None) -> int
 
     try:
         device, _ = select_device(args.compute_device)
-        options = DictationOptions(model=args.model, language=args.language, device=device)
+        options = DictationOptions(
+            model=args.model, final_model=args.final_model, language=args.language, device=device
+        )
         if args.hotkey is not None:
             return _dictate_on_hotkey(args, options, show, desktop)
         source = (

@@ -290,7 +290,9 @@ class DictationPanel(QWidget):
         self.hotkey_edit.setPlaceholderText("e.g. ctrl+alt+d")
         self.hotkey_edit.setToolTip("Starts and stops dictation while another program has the focus (X11)")
         self.hotkey_edit.editingFinished.connect(self._hotkey_edited)
-        self.model_picker = DictationModelPicker(str(self.options.model), self.options.language)
+        self.model_picker = DictationModelPicker(
+            str(self.options.model), self.options.language, self.options.final_model
+        )
         self.model_picker.changed.connect(self._model_chosen)
         self.hotkey_mode_combo = QComboBox()
         self.hotkey_mode_combo.setAccessibleName("Hotkey mode")
@@ -387,8 +389,9 @@ class DictationPanel(QWidget):
         elif self.state in (PanelState.LOADING, PanelState.RUNNING):
             self.stop()
 
-    def _model_chosen(self, model: str, language: str | None) -> None:
-        self.options = dataclasses.replace(self.options, model=model, language=language)  # from the next Start
+    def _model_chosen(self, model: str, language: str | None, final_model: str | None) -> None:
+        # From the next Start.
+        self.options = dataclasses.replace(self.options, model=model, language=language, final_model=final_model)
 
     def can_start(self) -> bool:
         return self.state is PanelState.IDLE and (self._source_factory is not None or self._microphone_problem is None)

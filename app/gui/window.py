@@ -160,7 +160,9 @@ class MainWindow(QMainWindow):
         # the GPU dock, hidden until wanted; the Dictate action (Ctrl+D) shows it.
         dictation = self.settings.dictation
         self.dictation_panel = DictationPanel(
-            DictationOptions(model=dictation.model, language=dictation.language, device="cpu"),
+            DictationOptions(
+                model=dictation.model, final_model=dictation.final_model, language=dictation.language, device="cpu"
+            ),
             store=store,
             save_directory=self.dictation_directory,
         )
@@ -703,8 +705,8 @@ class MainWindow(QMainWindow):
         self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
         self.settings_store.save(self._with_window_state(self.settings))
 
-    def _dictation_model_changed(self, model: str, language: str | None) -> None:
-        self.settings = self.settings.with_dictation(model=model, language=language)
+    def _dictation_model_changed(self, model: str, language: str | None, final_model: str | None) -> None:
+        self.settings = self.settings.with_dictation(model=model, language=language, final_model=final_model)
         self.settings_store.save(self._with_window_state(self.settings))
 
     def dictation_directory(self) -> Path:

@@ -468,6 +468,38 @@ def test_final_decodes_hear_the_speech_before_them_and_keep_each_word_once(decod
     assert max(seconds for seconds, _ in spy.finals) <= longest_turn + 1.5, spy.finals
 
 
+def test_a_finals_model_decodes_only_the_finals_and_gives_them_back_when_too_slow(decoder: WhisperDecoder) -> None:
+    turns = [(0, synth.SENTENCES[0]), (1, synth.SENTENCES[1]), (0, synth.SENTENCES[2]), (1, synth.SENTENCES[3])]
+    audio, _ = synth.conversation(turns, pause=0.6)
+    # Only tiny.en installs offline: the finals model is a second instance of it (its own WhisperDecoder over
+    # the same weights), which is enough to see which decodes go where.
+    finals_model = WhisperDecoder(decoder.model, language="en")
+    # Routing first, with no time limit that a loaded machine could cross.
+    options = DictationOptions(final_model="finals", final_model_max_s=60.0)
+    partial_spy, final_spy = SlowDecoder(decoder, 0.0), SlowDecoder(finals_model, 0.0)
+    stream = DictationStream(options, partial_spy, StreamingVad(), final_decoder=final_spy)
+    events = [event for first in range(0, len(audio), 1600) for event in stream.feed(audio[first : first + 1600])]
+    events += stream.flush()
+    assert final_spy.calls and all(final for _, final in final_spy.calls)
+    assert partial_spy.calls and not any(final for _, final in partial_spy.calls)
+    assert not [event for event in events if event.type == "status" and "finals model" in event.text]
+    assert metrics.wer(" ".join(text for _, text in turns), stream.text) <= 0.3, stream.text
+
+    # A finals model this machine cannot keep up with (0.6 s more a decode, over the 0.5 s allowed): after two
+    # of its decodes the finals go back to the dictation model, and the stream says so.
+    options = DictationOptions(final_model="finals", final_model_max_s=0.5)
+    partial_spy, slow = SlowDecoder(decoder, 0.0), SlowDecoder(finals_model, 0.6)
+    stream = DictationStream(options, partial_spy, StreamingVad(), final_decoder=slow)
+    events = [event for first in range(0, len(audio), 1600) for event in stream.feed(audio[first : first + 1600])]
+    events += stream.flush()
+    assert len(slow.calls) == 2
+    assert [final for _, final in partial_spy.calls].count(True) >= 2  # the finals after it
+    # (A slow decode also makes partials less frequent, which the stream says too.)
+    said = [event.text for event in events if event.type == "status" and "finals model" in event.text]
+    assert len(said) == 1 and "too slow" in said[0] and "finals by tiny.en" in said[0], said
+    assert metrics.wer(" ".join(text for _, text in turns), stream.text) <= 0.3, stream.text
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Microphone path, through a stand-in for the sounddevice module
 

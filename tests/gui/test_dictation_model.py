@@ -22,3 +22,19 @@ def test_the_dictation_model_and_language_are_its_own_and_remembered(open_window
     again = open_window(start_worker=False)
     assert again.dictation_panel.options.language == "en" and again.dictation_panel.model_picker.language() == "en"
     assert again.dictation_panel.options.model == "tiny.en"
+    assert again.dictation_panel.options.final_model is None  # "same": the dictation model makes the finals
+
+
+def test_a_finals_model_is_chosen_apart_and_remembered(open_window: Any) -> None:
+    window = open_window(start_worker=False)
+    picker = window.dictation_panel.model_picker
+    assert picker.final_combo.currentText() == "same" and picker.final_model() is None
+    picker.final_combo.setCurrentIndex(picker.final_combo.findData("tiny.en"))
+    assert window.dictation_panel.options.final_model == "tiny.en" and window.dictation_panel.options.model == "tiny.en"
+    assert window.settings.dictation.final_model == "tiny.en"
+    window.close()
+    again = open_window(start_worker=False)
+    assert again.dictation_panel.options.final_model == "tiny.en"
+    assert again.dictation_panel.model_picker.final_model() == "tiny.en"
+    again.dictation_panel.model_picker.final_combo.setCurrentIndex(0)
+    assert again.dictation_panel.options.final_model is None and again.settings.dictation.final_model is None

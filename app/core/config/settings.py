@@ -95,6 +95,7 @@ class DictationPreferences:
     # Dictation's own model and language (file jobs use JobDefaults'): it must keep up with speech on the CPU.
     model: str = "tiny.en"
     language: str | None = None
+    final_model: str | None = None  # a bigger model for the final text only (None: ``model``'s)
 
 
 @dataclass(frozen=True)

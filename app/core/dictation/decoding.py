@@ -70,13 +70,14 @@ class WhisperDecoder:
         return words
 
 
-def load_decoder(options: DictationOptions) -> WhisperDecoder:
-    """The model through the same machinery as file transcription: catalog, device choice, compute types."""
+def load_decoder(options: DictationOptions, model: str | None = None) -> WhisperDecoder:
+    """The model (``options.model``, or ``model``: the finals model) through the same machinery as file
+    transcription: catalog, device choice, compute types."""
     from app.core.engine.transcribe import Transcriber, TranscriptionOptions
 
     transcriber = Transcriber(
         TranscriptionOptions(
-            model=options.model,
+            model=model or options.model,
             device=options.device,
             compute_type=options.compute_type,
             cpu_threads=options.cpu_threads,

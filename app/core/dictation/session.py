@@ -63,11 +63,13 @@ class Dictation:
         *,
         decoder: Decoder | None = None,
         vad: StreamingVad | None = None,
+        final_decoder: Decoder | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.on_event = on_event
         self.decoder = decoder
+        self.final_decoder = final_decoder  # options.final_model's (loaded by load() when not given)
         self.stats = DictationStats()
         self._vad = vad
         self._stream: DictationStream | None = None
@@ -121,11 +123,21 @@ class Dictation:
             # The first decode of a fresh model costs several times a normal one (CTranslate2 allocates its
             # buffers): spend it here, not on the first partial.
             self.decoder.decode(np.zeros(SAMPLE_RATE, dtype=np.float32), final=True, prompt=None)
+        wanted = self.options.final_model
+        if self.final_decoder is None and wanted and wanted != self.options.model:
+            self.final_decoder = load_decoder(self.options, wanted)
+            self.final_decoder.decode(np.zeros(SAMPLE_RATE, dtype=np.float32), final=True, prompt=None)
         if self._vad is None:
             self._vad = StreamingVad(self.options.vad_threshold, self.options.end_silence_s)
         if self._stream is None:
             self._stream = DictationStream(
-                self.options, self.decoder, self._vad, self._deliver, clock=lambda: self.clock, stats=self.stats
+                self.options,
+                self.decoder,
+                self._vad,
+                self._deliver,
+                clock=lambda: self.clock,
+                stats=self.stats,
+                final_decoder=self.final_decoder,
             )
 
     def start(self) -> None:

@@ -31,6 +31,12 @@ WHISPER_WINDOW_S = 29.0  # Whisper hears 30 s at once; a decode's context and wi
 @dataclass(frozen=True)
 class DictationOptions:
     model: str | None = "tiny.en"  # catalog name or CTranslate2 directory, as for file transcription
+    # A bigger model for the final decodes only (partials stay with ``model``): finals are few (one or two an
+    # utterance) and their words are the ones that stay. None: ``model`` decodes everything. When its final
+    # decodes take longer than ``final_model_max_s`` (on average, from the second on), this machine cannot
+    # keep up with it: finals go back to ``model`` for the rest of the session, and the stream says so.
+    final_model: str | None = None
+    final_model_max_s: float = 1.0
     language: str | None = None  # None: "en" for English-only models, else detected once and then kept
     device: Device = "cpu"
     compute_type: str = "auto"
@@ -191,9 +197,13 @@ class DictationStream:
         on_event: EventCallback | None = None,
         clock: Callable[[], float] | None = None,
         stats: DictationStats | None = None,
+        final_decoder: Decoder | None = None,
     ) -> None:
         self.options = options
         self.decoder = decoder
+        self.final_decoder = final_decoder  # options.final_model's, while it keeps up
+        self._final_average: float | None = None
+        self._final_count = 0
         self.stats = stats if stats is not None else DictationStats()
         self._vad = vad
         self._on_event = on_event
@@ -254,10 +264,14 @@ class DictationStream:
 
     def status(self, message: str) -> list[DictationEvent]:
         """Say something to the person (a source's warning, an error); returns the event."""
+        self._say(message)
+        return self._taken_events()
+
+    def _say(self, message: str) -> None:
+        """A status event among the step's others (``status`` would hand them out apart from the step's)."""
         log.info("dictation: %s", message)
         now = self.clock
         self._emit("status", message, now, now)
-        return self._taken_events()
 
     def take(self, samples: np.ndarray) -> None:
         """Take in audio without decoding: a caller that has several blocks waiting takes them all, then steps."""
@@ -273,10 +287,10 @@ class DictationStream:
         limit = self.options.behind_lag_s
         if lag > limit and not self._partials_paused:
             self._partials_paused = True
-            self.status(f"falling behind: {lag:.1f} s of audio waiting; partials paused")
+            self._say(f"falling behind: {lag:.1f} s of audio waiting; partials paused")
         elif self._partials_paused and lag < limit / 2:
             self._partials_paused = False
-            self.status(f"caught up: {lag:.1f} s of audio waiting; partials resumed")
+            self._say(f"caught up: {lag:.1f} s of audio waiting; partials resumed")
         return self._taken_events()
 
     def _advance(self, flushing: bool) -> None:
@@ -455,7 +469,8 @@ class DictationStream:
         start = max(start, self._buffer.start)
         offset, limit = start / SAMPLE_RATE, (decode_from + len(samples)) / SAMPLE_RATE
         began = time.perf_counter()
-        words = self.decoder.decode(samples, final=final, prompt=self._prompt(offset))
+        decoder = self.final_decoder if final and self.final_decoder is not None else self.decoder
+        words = decoder.decode(samples, final=final, prompt=self._prompt(offset))
         shift = decode_from / SAMPLE_RATE
         words = [Word(shift + w.start, shift + w.end, w.word, w.probability) for w in words]
         if context:
@@ -463,9 +478,11 @@ class DictationStream:
             if not words:
                 # The model ended with the context and said nothing of the new speech: decode it alone.
                 samples = self._buffer.slice(start, end)
-                words = self.decoder.decode(samples, final=final, prompt=self._prompt(offset))
+                words = decoder.decode(samples, final=final, prompt=self._prompt(offset))
                 words = [Word(offset + w.start, offset + w.end, w.word, w.probability) for w in words]
         spent = time.perf_counter() - began
+        if decoder is self.final_decoder and decoder is not self.decoder:
+            self._check_final_model(spent)
         stats = self.stats
         stats.decode_seconds += spent
         stats.max_decode_s = max(stats.max_decode_s, spent)
@@ -481,6 +498,20 @@ class DictationStream:
             placed.append(Word(word_start, word_end, word.word, word.probability))
         return placed
 
+    def _check_final_model(self, spent: float) -> None:
+        """Give finals back to the dictation model when the finals model cannot keep up on this machine."""
+        self._final_count += 1
+        average = spent if self._final_average is None else 0.5 * self._final_average + 0.5 * spent
+        self._final_average = average
+        limit = self.options.final_model_max_s
+        if self._final_count >= 2 and average > limit:
+            self.final_decoder = None
+            message = (
+                f"the finals model ({self.options.final_model}) is too slow on this machine ({average:.1f} s a "
+                f"decode, over {limit:.1f} s): finals by {self.options.model} from now on"
+            )
+            self._say(message)
+
     def _pace(self, spent: float) -> None:
         """Real time allows a decode per step: when decodes take longer, decode partials less often."""
         average = spent if self._decode_average is None else 0.5 * self._decode_average + 0.5 * spent
@@ -490,11 +521,11 @@ class DictationStream:
             self._interval = min(self.options.max_step_s, max(step, 1.5 * average))
             if not self._slow:
                 self._slow = True
-                self.status(f"falling behind: step {spent:.2f} s > {step:.2f} s; partials every {self._interval:.1f} s")
+                self._say(f"falling behind: step {spent:.2f} s > {step:.2f} s; partials every {self._interval:.1f} s")
         elif self._slow and average < 0.8 * step:
             self._slow = False
             self._interval = step
-            self.status(f"keeping up again: step {spent:.2f} s")
+            self._say(f"keeping up again: step {spent:.2f} s")
 
     def _trim(self) -> None:
         """Drop audio no window can need: before the open utterance, or older than the pre-roll."""
