@@ -165,3 +165,32 @@ def test_passages_heard_again_count_once() -> None:
         # The same partition as one hearing (labels may be numbered otherwise).
         pairs = set(zip(part.tolist(), once.tolist(), strict=True))
         assert len(pairs) == once.max() + 1, (hearing, sorted(pairs))
+
+
+@pytest.mark.parametrize("hints", [SpeakerHints(max_speakers=2), SpeakerHints(num_speakers=2)])
+def test_past_the_cap_the_least_heard_voice_joins_another_not_two_real_speakers(hints: SpeakerHints) -> None:
+    """Two voices heard a lot and three stray clusters heard twice each, every one of them further from the others
+    than the merge threshold. Asked for at most (or exactly) two speakers, the strays must join the voices:
+    merging the closest pair first joined the two real speakers instead (the three-hour benchmark's phone call
+    and two of its espeak-ng voices), because strays lie far from everything."""
+    from app.core.engine.diarize.embedded import cluster
+
+    rng = np.random.default_rng(7)
+    axes = np.eye(16)
+
+    def voice(centre: np.ndarray, windows: int) -> np.ndarray:
+        vectors = centre / np.linalg.norm(centre) + 0.05 * rng.standard_normal((windows, 16))
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    first = voice(axes[0] + 0.6 * axes[1], 40)
+    second = voice(axes[0] - 0.6 * axes[1], 40)  # squared distance ~1.06 from the first: clearly another person
+    strays = [voice(axes[axis], 2) for axis in (2, 3, 4)]  # ~2.0 from everything
+    embeddings = np.concatenate([first, second, *strays])
+    options = EmbeddedDiarizerOptions()
+    unlimited = cluster(embeddings, 0.005, 0.5, SpeakerHints(), options)
+    assert unlimited.max() + 1 == 5  # nothing is close enough to merge on its own
+
+    labels = cluster(embeddings, 0.005, 0.5, hints, options)
+    assert labels.max() + 1 == 2
+    assert len(set(labels[:40])) == 1 and len(set(labels[40:80])) == 1
+    assert labels[0] != labels[40]

@@ -426,6 +426,15 @@ def agglomerate(
                 break
         elif clusters <= most and (best >= merge_distance or clusters <= fewest):
             break
+        if best >= merge_distance:
+            # More clusters than allowed (or than the count asked for), and no two of them sound alike: the one
+            # heard least joins the voice nearest to it. Merging the closest pair instead joined two real
+            # speakers while stray clusters (a laugh, overlapped speech, a piece of another room) kept their
+            # places under the cap: on the three-hour benchmark a phone call's two speakers and two espeak-ng
+            # voices were merged that way (DER 0.296 -> 0.205); with the true count given, AMI 0.402 -> 0.377.
+            living = np.flatnonzero(alive)
+            first = int(living[np.argmin(counts[living])])
+            second = int(nearest[first])
         sums[first] += sums[second]
         counts[first] += counts[second]
         noise_sums[first] += noise_sums[second]
