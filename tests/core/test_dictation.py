@@ -369,6 +369,46 @@ def test_slow_machine_degrades_instead_of_building_a_backlog(
     assert metrics.wer(reference, text) <= metrics.wer(reference, said) + 0.10, text
 
 
+class SlowFinals:
+    """A decoder whose final decodes take ``delay`` longer (as final decodes with context do), partials as usual."""
+
+    def __init__(self, inner: WhisperDecoder, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.partial_seconds: list[float] = []
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
+        began = time.perf_counter()
+        if final:
+            time.sleep(self.delay)
+        words = self.inner.decode(samples, final=final, prompt=prompt)
+        if not final:
+            self.partial_seconds.append(time.perf_counter() - began)
+        return words
+
+
+def test_slow_final_decodes_do_not_slow_the_partials(speech: Speech, decoder: WhisperDecoder) -> None:
+    """Partials are paced by what a partial costs. A final decode is once an utterance and longer (it hears the
+    speech before it); counted in the pace, every utterance's end said "falling behind" and spaced the next
+    utterance's partials out, then "keeping up again". Any pacing status must name a partial's time."""
+    from app.core.dictation.stream import DictationStream
+
+    slow = SlowFinals(decoder, delay=3.0)
+    audio = speech.samples[: int((speech.utterances[2].end + 1.0) * SAMPLE_RATE)]
+    stream = DictationStream(DictationOptions(), slow, StreamingVad(0.5, 0.5))
+    events: list[DictationEvent] = []
+    block = int(0.05 * SAMPLE_RATE)
+    for start in range(0, len(audio), block):
+        events += stream.feed(audio[start : start + block])
+    events += stream.flush()
+    assert stream.stats.final_decodes >= 3 and slow.partial_seconds
+    paced = [e.text for e in events if e.type == "status" and e.text.startswith(("falling behind: step", "keeping"))]
+    longest_partial = max(slow.partial_seconds)
+    for status in paced:
+        spent = float(status.split("step ")[1].split(" s")[0])
+        assert spent <= longest_partial + 0.05, (status, longest_partial)
+
+
 def test_as_fast_as_possible_replay(speech: Speech, decoder: WhisperDecoder, offline: list[Word]) -> None:
     recorder = Recorder()
     dictation = Dictation(DictationOptions(), FileSource(speech.path, realtime=False), recorder, decoder=decoder)

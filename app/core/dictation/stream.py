@@ -490,7 +490,11 @@ class DictationStream:
             stats.final_decodes += 1
         else:
             stats.partial_decodes += 1
-        self._pace(spent)
+            # Partials are paced by what a partial costs. A final decode (once an utterance, longer: it hears up
+            # to context_s of the speech before) slowed the partials after every utterance and said "falling
+            # behind" and "keeping up again" a few times a minute in a conversation; a real backlog is still
+            # caught by note_lag.
+            self._pace(spent)
         placed = []
         for word in words:
             word_start = min(max(offset, word.start), limit)
