@@ -315,7 +315,8 @@ def cluster(
     groups: np.ndarray | None = None,
 ) -> np.ndarray:
     """Labels 0..k-1: agglomerative merging of the two clusters whose means are closest once the distance that
-    noise alone explains is taken off; stops at ``merge_distance`` (or at the count the hints ask for).
+    noise alone explains is taken off; stops at ``merge_distance`` (or at the count the hints ask for). When
+    more clusters than allowed are left past ``merge_distance``, the least-heard one joins its nearest instead.
 
     Up to ``cluster_block`` windows are clustered at once. Beyond, the windows are first clustered block by
     block (in time order) with a stricter threshold, and those clusters, each a sum and a count, are then
