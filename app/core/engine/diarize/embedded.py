@@ -18,9 +18,10 @@ voices and four single-speaker recordings; README "Speakers"):
    Speakers with under ``min_speaker_s`` of speech are given to the nearest real voice: with less than two
    seconds nobody can be told apart reliably, and a back-channel ("mm-hmm") is not a new person.
 4. **When**: each 10 ms speech frame scores every speaker by the similarity of the windows covering it; a
-   Viterbi path with a cost per speaker change picks the labels (no flicker), pauses of one speaker under
-   ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best speaker is
-   added, so overlapped speech is attributed to both.
+   Viterbi path with a cost per speaker change picks the labels (no flicker); each voice is measured again
+   from the windows inside its own turns and the frames are labelled again until they settle; pauses of one
+   speaker under ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best
+   speaker is added, so overlapped speech is attributed to both.
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ class EmbeddedDiarizerOptions:
     window_s: float = 1.5
     step_s: float = 0.75
     segmentation_step_s: float = 2.5  # 10 s chunks every 2.5 s: each frame is judged four times
-    speech_count: float = 0.5  # frames where the averaged speaker count reaches this are speech
+    # Windows are placed where the averaged speaker count reaches ``speech_count``: half of the chunks that hear
+    # a frame is enough to embed it (its voice is still evidence). A frame is *reported* as speech only where
+    # more than half of them hear a speaker, as pyannote's own pipeline rounds the count (np.rint: 0.5 -> 0,
+    # 1.5 -> 2): a tie between chunks is most often a breath, a chair or a laugh that no reference marks.
+    # Measured: AMI mean DER 0.255 -> 0.251 (EN2003a 0.279 -> 0.245, ES2003a 0.117 -> 0.107; EN2002a 0.372 ->
+    # 0.385), the call 0.087 -> 0.084, espeak-ng 0.036 -> 0.025. Placing the windows by the same rule splits a
+    # single reader (fewer windows at the edges of speech), so the two stay apart.
+    speech_count: float = 0.5
     overlap_count: float = 1.5  # ... and where it reaches this, two people talk at once
     min_region_s: float = 0.1
     region_gap_s: float = 0.1
@@ -87,6 +95,11 @@ class EmbeddedDiarizerOptions:
     # 0.190 -> 0.173); 0.25 still closes a stop's silence inside a word. Words in a pause take the nearest turn.
     bridge_s: float = 0.25
     min_overlap_s: float = 0.1
+    # After the first labelling, each speaker's voice is measured again from the windows that lie within one of
+    # its turns (mixed windows at changes and in overlap blurred the first one) and the frames are labelled
+    # again, until the labels settle (2-4 rounds on the development material). AMI 0.251 -> 0.249, the
+    # long-file hour 0.176 -> 0.171, espeak-ng's three voices 0.174 -> 0.168; the call unchanged.
+    resegment_rounds: int = 5
 
 
 class EmbeddedDiarizer:
@@ -155,11 +168,18 @@ class EmbeddedDiarizer:
 
         if progress:
             progress(0.95)
-        speech = np.zeros(n_frames, dtype=bool)
-        for first, last in regions:
-            speech[first:last] = True
+        speech = reported_speech(count[:n_frames], regions)
         scores, covered = _frame_scores((embeddings @ centroids.T).astype(np.float32), spans, n_frames)
         frame_labels = _viterbi(scores, speech & covered, options.change_penalty)
+        for _ in range(options.resegment_rounds):
+            pure_window = 1.0 - options.min_turn_s / options.window_s  # no whole other turn fits in the rest
+            centroids = _turn_centroids(embeddings, spans, frame_labels, centroids, pure_window)
+            scores, covered = _frame_scores((embeddings @ centroids.T).astype(np.float32), spans, n_frames)
+            relabelled = _viterbi(scores, speech & covered, options.change_penalty)
+            settled = np.array_equal(relabelled, frame_labels)
+            frame_labels = relabelled
+            if settled:
+                break
         frame_labels = _absorb_short_turns(frame_labels, round(options.min_turn_s / FRAME_S))
         frame_labels = _bridge_pauses(frame_labels, round(options.bridge_s / FRAME_S))
         turns = _frames_to_turns(frame_labels)
@@ -183,6 +203,15 @@ def speech_regions(count: np.ndarray, options: EmbeddedDiarizerOptions) -> list[
             merged.append([start, end])
     shortest = round(options.min_region_s / FRAME_S)
     return [(start, end) for start, end in merged if end - start >= shortest]
+
+
+def reported_speech(count: np.ndarray, regions: list[tuple[int, int]]) -> np.ndarray:
+    """The frames turns may cover: inside a speech region, and heard as speech by more than half of the chunks
+    that cover the frame (the count rounded as pyannote rounds it; see ``speech_count``)."""
+    speech = np.zeros(len(count), dtype=bool)
+    for first, last in regions:
+        speech[first:last] = True
+    return speech & (np.rint(count) >= 1)
 
 
 def _window_starts(
@@ -524,6 +553,28 @@ def _frame_scores(similarity: np.ndarray, spans: list[tuple[int, int]], n_frames
     scores = scores[:n_frames]
     scores /= np.maximum(coverage, 1)[:, None]
     return scores, coverage > 0
+
+
+def _turn_centroids(
+    embeddings: np.ndarray,
+    spans: list[tuple[int, int]],
+    frame_labels: np.ndarray,
+    previous: np.ndarray,
+    share: float,
+) -> np.ndarray:
+    """Each speaker's unit mean over the windows with at least ``share`` of their frames in its turns; a speaker
+    without such a window keeps its previous voice."""
+    first = np.asarray([span[0] for span in spans], dtype=np.int64)
+    last = np.asarray([span[1] for span in spans], dtype=np.int64)
+    length = np.maximum(last - first, 1)
+    centroids = previous.copy()
+    for speaker in range(len(previous)):
+        inside = np.concatenate([[0], np.cumsum(frame_labels == speaker, dtype=np.int64)])
+        last_in, first_in = np.minimum(last, len(frame_labels)), np.minimum(first, len(frame_labels))
+        pure = inside[last_in] - inside[first_in] >= share * length
+        if pure.any():
+            centroids[speaker] = _unit(embeddings[pure].mean(axis=0))
+    return centroids
 
 
 def _viterbi(scores: np.ndarray, speech: np.ndarray, change_penalty: float) -> np.ndarray:
