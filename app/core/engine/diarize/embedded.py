@@ -19,7 +19,7 @@ voices and four single-speaker recordings; README "Speakers"):
    seconds nobody can be told apart reliably, and a back-channel ("mm-hmm") is not a new person.
 4. **When**: each 10 ms speech frame scores every speaker by the similarity of the windows covering it; a
    Viterbi path with a cost per speaker change picks the labels (no flicker); each voice is measured again
-   from the windows inside its own turns and the frames are labelled again until they settle; pauses of one
+   from the windows inside its own turns and the frames are labelled once more; pauses of one
    speaker under ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best
    speaker is added, so overlapped speech is attributed to both.
 """
@@ -97,9 +97,12 @@ class EmbeddedDiarizerOptions:
     min_overlap_s: float = 0.1
     # After the first labelling, each speaker's voice is measured again from the windows that lie within one of
     # its turns (mixed windows at changes and in overlap blurred the first one) and the frames are labelled
-    # again, until the labels settle (2-4 rounds on the development material). AMI 0.251 -> 0.249, the
-    # long-file hour 0.176 -> 0.171, espeak-ng's three voices 0.174 -> 0.168; the call unchanged.
-    resegment_rounds: int = 5
+    # again. One round: AMI 0.251 -> 0.250, the long-file benchmark's 10 min / 1 h / 3 h (readers per
+    # recording) 0.160 / 0.176 / 0.190 -> 0.154 / 0.175 / 0.191, espeak-ng's three voices 0.174 -> 0.168, the
+    # call unchanged. More rounds until the labels settle: AMI 0.249, 1 h 0.171 (settled after five), but 3 h
+    # 0.194: there the labels never settle (0.6 % of frames change in the first round, then 0.1-0.2 % in every
+    # later one, back and forth between two clusters of one voice), each round a Viterbi pass (~3 s at 3 h).
+    resegment_rounds: int = 1
 
 
 class EmbeddedDiarizer:
