@@ -19,9 +19,9 @@ voices and four single-speaker recordings; README "Speakers"):
    seconds nobody can be told apart reliably, and a back-channel ("mm-hmm") is not a new person.
 4. **When**: each 10 ms speech frame scores every speaker by the similarity of the windows covering it; a
    Viterbi path with a cost per speaker change picks the labels (no flicker); each voice is measured again
-   from the windows inside its own turns and the frames are labelled once more; pauses of one
-   speaker under ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best
-   speaker is added, so overlapped speech is attributed to both.
+   from the windows inside its own turns and the frames are labelled once more; pauses of one speaker under
+   ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best speaker is
+   added, so overlapped speech is attributed to both.
 """
 
 from __future__ import annotations
@@ -174,8 +174,8 @@ class EmbeddedDiarizer:
         speech = reported_speech(count[:n_frames], regions)
         scores, covered = _frame_scores((embeddings @ centroids.T).astype(np.float32), spans, n_frames)
         frame_labels = _viterbi(scores, speech & covered, options.change_penalty)
+        pure_window = 1.0 - options.min_turn_s / options.window_s  # no whole other turn fits in the rest
         for _ in range(options.resegment_rounds):
-            pure_window = 1.0 - options.min_turn_s / options.window_s  # no whole other turn fits in the rest
             centroids = _turn_centroids(embeddings, spans, frame_labels, centroids, pure_window)
             scores, covered = _frame_scores((embeddings @ centroids.T).astype(np.float32), spans, n_frames)
             relabelled = _viterbi(scores, speech & covered, options.change_penalty)
