@@ -3,6 +3,7 @@ phone call, and single speakers. Judged on all of them together (README "Speaker
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +117,23 @@ def test_each_voice_is_measured_again_from_the_windows_inside_its_own_turns() ->
     # A speaker without a single window inside its turns keeps the voice it had.
     kept = _turn_centroids(embeddings_array, spans, np.zeros(n_frames, dtype=np.int64), first_voices, 0.8)
     np.testing.assert_array_equal(kept[1], first_voices[1])
+
+
+def test_the_last_segmentation_chunk_ends_with_the_audio_without_repeating_one_already_there() -> None:
+    """Every sample is heard by some chunk, the last chunk ends with the audio, and no two chunks start within half
+    a step of each other (a near-copy would give its frames two votes from one judgement)."""
+    from app.core.engine.diarize.bundled_models import SAMPLE_RATE, chunk_starts
+
+    chunk, step = 10 * SAMPLE_RATE, int(2.5 * SAMPLE_RATE)
+    # The AMI clips are 30 s and one sample: the chunk at 20 s moves to the end rather than getting a twin.
+    assert chunk_starts(30 * SAMPLE_RATE + 1, chunk, step) == [*range(0, 20 * SAMPLE_RATE, step), 20 * SAMPLE_RATE + 1]
+    assert chunk_starts(30 * SAMPLE_RATE, chunk, step) == list(range(0, 20 * SAMPLE_RATE + 1, step))
+    assert chunk_starts(33 * SAMPLE_RATE, chunk, step)[-2:] == [20 * SAMPLE_RATE, 23 * SAMPLE_RATE]  # new audio
+    assert chunk_starts(chunk // 2, chunk, step) == [0]
+    # One chunk and a little more: the first samples must stay heard, so the short tail gets its own chunk.
+    assert chunk_starts(chunk + 1, chunk, step) == [0, 1]
+    for n_samples in (30 * SAMPLE_RATE + 1, 31 * SAMPLE_RATE, 31.5 * SAMPLE_RATE, 3600 * SAMPLE_RATE + 7):
+        starts = chunk_starts(int(n_samples), chunk, step)
+        assert starts[0] == 0 and starts[-1] + chunk == int(n_samples)
+        assert all(later - earlier >= step / 2 for earlier, later in pairwise(starts))
+        assert all(later <= earlier + chunk for earlier, later in pairwise(starts))  # all heard

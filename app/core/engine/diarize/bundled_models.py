@@ -96,9 +96,7 @@ class Segmentation:
         n_frames = 1 + len(samples) // HOP_SAMPLES
         if len(samples) == 0:
             return np.zeros(n_frames)
-        starts = list(range(0, max(1, len(samples) - chunk + 1), step))
-        if len(samples) > chunk and starts[-1] + chunk < len(samples):
-            starts.append(len(samples) - chunk)  # the last chunk ends with the audio
+        starts = chunk_starts(len(samples), chunk, step)
         total = np.zeros(n_frames)
         covered = np.zeros(n_frames)
         with torch.inference_mode():
@@ -126,6 +124,21 @@ class Segmentation:
                     release_freed_memory()  # the activations of 16 batches (app/core/engine/memory.py)
         release_freed_memory()
         return total / np.maximum(covered, 1)
+
+
+def chunk_starts(n_samples: int, chunk: int, step: int) -> list[int]:
+    """Where the segmentation's chunks start: every ``step``, and the last one ending with the audio.
+
+    When the audio ends less than half a step past the last regular chunk, that chunk is moved to the end
+    instead of a second one being added: the two would hear nearly the same audio (a 30 s clip one sample
+    long gave chunks at 20 s and 20.00006 s), and every frame of it would get two votes from one judgement."""
+    starts = list(range(0, max(1, n_samples - chunk + 1), step))
+    if n_samples > chunk and starts[-1] + chunk < n_samples:
+        if n_samples - chunk - starts[-1] < step / 2 and len(starts) > 1:
+            starts[-1] = n_samples - chunk
+        else:
+            starts.append(n_samples - chunk)  # the last chunk ends with the audio
+    return starts
 
 
 def _load_campp_class() -> Any:
