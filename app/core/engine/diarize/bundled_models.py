@@ -131,7 +131,9 @@ def chunk_starts(n_samples: int, chunk: int, step: int) -> list[int]:
 
     When the audio ends less than half a step past the last regular chunk, that chunk is moved to the end
     instead of a second one being added: the two would hear nearly the same audio (a 30 s clip one sample
-    long gave chunks at 20 s and 20.00006 s), and every frame of it would get two votes from one judgement."""
+    long gave chunks at 20 s and 20.00006 s), and every frame of it would get two votes from one judgement.
+    With a single regular chunk the short tail still gets its own chunk: moving the only one would leave the
+    first samples unheard."""
     starts = list(range(0, max(1, n_samples - chunk + 1), step))
     if n_samples > chunk and starts[-1] + chunk < n_samples:
         if n_samples - chunk - starts[-1] < step / 2 and len(starts) > 1:
