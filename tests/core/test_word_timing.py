@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.core.engine.audio import Audio, decode_audio
@@ -27,8 +28,10 @@ def transcriber() -> Transcriber:
 
 
 def plain_segments(transcriber: Transcriber, audio: Audio) -> list[str]:
-    """faster-whisper itself, same loaded model and settings, word timestamps off."""
-    segments, _ = transcriber.whisper_model.transcribe(audio.samples, word_timestamps=False, **SETTINGS)
+    """faster-whisper itself, same loaded model and settings, word timestamps off, given the samples Scriba
+    decoded (a quiet recording is raised first: app/core/engine/level.py; call after ``transcribe``)."""
+    samples = (audio.samples * np.float32(transcriber.gain)).astype(np.float32)
+    segments, _ = transcriber.whisper_model.transcribe(samples, word_timestamps=False, **SETTINGS)
     segments = list(segments)
     # A window decoded again by sampling (temperature > 0) differs from run to run, and then no two decoders
     # agree word for word; these recordings never need it, which keeps the comparison exact.

@@ -24,6 +24,7 @@ from app.core.engine.gpu_plan import (
     gpu_memory,
     is_out_of_memory,
 )
+from app.core.engine.level import speech_gain
 from app.core.engine.memory import release_freed_memory
 from app.core.engine.models import ResolvedModel, resolve_model
 from app.core.engine.transcript import Segment, Word
@@ -199,6 +200,7 @@ class Transcriber:
         self.batch_size = 0  # the last job's batch size after any halving
         self.fallbacks: list[str] = []  # what was refused on the way (compute types, batch sizes), for the log
         self.align_seconds = 0.0  # the last job's word-alignment pass (part of its transcription time)
+        self.gain = 1.0  # what the last job's samples were multiplied by before decoding (app/core/engine/level.py)
         self._model_factory = model_factory
         self._batched_factory = batched_factory
         self._model: Any = None
@@ -306,14 +308,24 @@ class Transcriber:
             "task": options.task,
         }
         batch_size = self._initial_batch_size()
+        # A quiet recording is raised before Whisper and its VAD hear it (app/core/engine/level.py): Silero VAD
+        # loses quiet speech whole. Measured once for the whole file, so every piece gets the same gain.
+        gain = speech_gain(audio.samples, audio.sample_rate)
+        if gain != 1.0:
+            log.info("%s: quiet recording, raised by %.1f dB before transcribing", audio.source, 20 * np.log10(gain))
+        self.gain = gain
         bounds = piece_bounds(audio.samples, audio.sample_rate, options.piece_s, min(CUT_SEARCH_S, options.piece_s / 4))
         segments: list[Segment] = []
         info: Any = None
         align_seconds = 0.0
         for first, end in bounds:
             offset = first / audio.sample_rate
-            # A view, not a copy: the file's samples are held once, whatever its length.
-            piece = Audio(samples=audio.samples[first:end], sample_rate=audio.sample_rate, source=audio.source)
+            # A view, not a copy: the file's samples are held once, whatever its length (a raised piece is one
+            # piece's copy).
+            samples = audio.samples[first:end]
+            if gain != 1.0:
+                samples = (samples * np.float32(gain)).astype(np.float32)
+            piece = Audio(samples=samples, sample_rate=audio.sample_rate, source=audio.source)
             piece_progress = _shifted_progress(progress, offset, piece.duration, audio.duration)
             piece_segments, piece_info, batch_size = self._decode_piece(
                 piece, batch_size, kwargs, piece_progress, cancel

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.engine.level import speech_gain
 from app.core.engine.memory import release_freed_memory
 from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
 from app.core.errors import DiarizationError
@@ -96,6 +97,9 @@ class Segmentation:
         n_frames = 1 + len(samples) // HOP_SAMPLES
         if len(samples) == 0:
             return np.zeros(n_frames)
+        # segmentation-3.0 normalises each chunk with an epsilon as large as a quiet chunk's whole variance: a
+        # quiet recording is raised first (app/core/engine/level.py), chunk by chunk, so no copy of it is made.
+        gain = np.float32(speech_gain(samples, SAMPLE_RATE))
         starts = chunk_starts(len(samples), chunk, step)
         total = np.zeros(n_frames)
         covered = np.zeros(n_frames)
@@ -107,7 +111,7 @@ class Segmentation:
                 batch = np.zeros((len(batch_starts), 1, chunk), dtype=np.float32)
                 for row, start in enumerate(batch_starts):
                     piece = samples[start : start + chunk]
-                    batch[row, 0, : len(piece)] = piece
+                    batch[row, 0, : len(piece)] = piece * gain
                 log_probs = self._model(torch.from_numpy(batch).to(self.device))
                 active = self._powerset.to_multilabel(log_probs).sum(dim=2).cpu().numpy()  # (chunks, frames)
                 for start, counts in zip(batch_starts, active, strict=True):

@@ -1,0 +1,58 @@
+"""How loud a recording's speech is, and the gain that brings a quiet one up to where the networks hear it.
+
+Silero VAD (faster-whisper's ``vad_filter``) and segmentation-3.0 both depend on the recording level:
+- Silero has no input normalisation. On mfa_en_spontaneous_b (real-speech/, loud speech at -24 dBFS) it found
+  24.3 s of speech in 25.7 s; at -3 dB 14.2 s, at -6 dB 6.8 s, at -10 dB 0.9 s. Plain faster-whisper with the
+  VAD then transcribed nothing of it (WER 1.000 at a fifth of its level), and at half its level WER 0.810.
+- segmentation-3.0 normalises each 10 s chunk with an epsilon (1e-5) that is as large as the whole variance
+  of a chunk at -50 dBFS: a quiet recording is heard muffled (the AMI clips at a twentieth of their level:
+  mean DER 0.261 instead of 0.242).
+Whisper's own features are a log spectrogram whose level is not normalised away either.
+
+So a recording whose loud speech is quieter than ``SPEECH_LEVEL_DB`` is raised to it before any network
+hears it; a louder one is left exactly as it is (Scriba's text then equals plain faster-whisper's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Loud speech (the 95th percentile of 100 ms RMS) at -20 dBFS: a normally recorded voice; podcasts sit above it,
+# meeting rooms and laptop microphones well below (the AMI clips: -21 to -37 dBFS).
+SPEECH_LEVEL_DB = -20.0
+# The loudest 100 ms of the raised recording stays under this: a file that is mostly silence (its 95th
+# percentile is room noise) is not raised until its speech is far louder than any real recording.
+CEILING_DB = -3.0
+FRAME_S = 0.1
+
+
+def loudness_db(samples: np.ndarray, sample_rate: int, block: int = 1 << 20) -> tuple[float, float] | None:
+    """(loud speech, loudest 100 ms) in dBFS: the 95th percentile and the maximum of the RMS of 100 ms frames.
+
+    None for a recording shorter than one frame or digitally silent. Computed a block of samples at a time,
+    so a three-hour recording needs no second copy of itself."""
+    frame = max(1, int(sample_rate * FRAME_S))
+    n = len(samples) // frame
+    if n == 0:
+        return None
+    energies = np.empty(n)
+    per_block = max(1, block // frame)
+    for first in range(0, n, per_block):
+        last = min(n, first + per_block)
+        piece = samples[first * frame : last * frame].reshape(last - first, frame)
+        energies[first:last] = np.mean(np.square(piece, dtype=np.float64), axis=1)
+    loud, loudest = np.percentile(energies, 95), energies.max()
+    if loud <= 0.0:
+        return None
+    return 10 * float(np.log10(loud)), 10 * float(np.log10(loudest))
+
+
+def speech_gain(samples: np.ndarray, sample_rate: int, level_db: float = SPEECH_LEVEL_DB) -> float:
+    """The factor that raises a quiet recording's loud speech to ``level_db`` (never below 1: loud recordings
+    are left alone), limited so that its loudest 100 ms stay under ``CEILING_DB``."""
+    measured = loudness_db(samples, sample_rate)
+    if measured is None:
+        return 1.0
+    loud, loudest = measured
+    raise_db = min(level_db - loud, CEILING_DB - loudest)
+    return float(10 ** (raise_db / 20)) if raise_db > 0 else 1.0
