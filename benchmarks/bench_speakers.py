@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")
@@ -141,6 +143,44 @@ def pyannote_diarizer() -> tuple[Any, str]:
     return diarizer, ""
 
 
+def quiet_rows(files: list[RealFile], engine: Any, transcriber: Any, model: Any) -> list[list[str]]:
+    """The same files at lower levels (a laptop across the room, a low recording gain): pooled WER of plain
+    faster-whisper and of Scriba's transcriber on the files with text, mean DER of the built-in diarizer on
+    the AMI clips."""
+    from app.core.engine.audio import Audio, decode_audio
+    from app.core.engine.diarize import DiarizerOptions
+
+    rows = []
+    for factor in (1.0, 0.5, 0.2, 0.05):
+        errors = {"plain": [0, 0], "scriba": [0, 0]}
+        ders = []
+        for real in files:
+            decoded = decode_audio(real.wav)
+            audio = Audio((decoded.samples * factor).astype(np.float32), decoded.sample_rate, decoded.source)
+            if real.text is not None:
+                plain_segments = model.transcribe(audio.samples, word_timestamps=False, **SETTINGS)[0]
+                plain = " ".join(segment.text.strip() for segment in plain_segments)
+                ours = " ".join(segment.text for segment in transcriber.transcribe(audio).segments)
+                for name, text in (("plain", plain), ("scriba", ours)):
+                    wrong, words = metrics.word_errors(real.text, text)
+                    errors[name][0] += wrong
+                    errors[name][1] += words
+            if real.name.startswith("ami"):
+                assert real.rttm is not None
+                turns = engine.diarize(audio, DiarizerOptions(backend="embedded")).turns
+                hypothesis = metrics.turns_annotation((t.start, t.end, t.speaker) for t in turns)
+                ders.append(metrics.der(metrics.rttm_annotation(real.rttm), hypothesis))
+        rows.append(
+            [
+                f"{20 * np.log10(factor):+.0f} dB",
+                fmt(errors["plain"][0] / errors["plain"][1]),
+                fmt(errors["scriba"][0] / errors["scriba"][1]),
+                fmt(float(np.mean(ders))),
+            ]
+        )
+    return rows
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -195,6 +235,15 @@ def main() -> None:
         plain = " ".join(segment.text.strip() for segment in segments)
         plain_time = time.perf_counter() - started
         plain_seconds += plain_time
+        # Scriba raises a quiet recording first (app/core/engine/level.py); whether word timings change words is
+        # judged against plain faster-whisper given the same raised samples.
+        gain = transcriber.gain
+        same_input = plain
+        if gain != 1.0:
+            raised = (audio.samples * np.float32(gain)).astype(np.float32)
+            same_input_segments = list(model.transcribe(raised, word_timestamps=False, **SETTINGS)[0])
+            segments += same_input_segments
+            same_input = " ".join(segment.text.strip() for segment in same_input_segments)
         # A window that fails the compression or log-prob checks is decoded again by sampling (temperature
         # > 0), which differs from run to run: then even plain faster-whisper twice gives two texts.
         sampled = any(segment.temperature > 0 for segment in segments)
@@ -238,7 +287,8 @@ def main() -> None:
                 fmt(wer_ours),
                 fmt(wer_plain),
                 fmt(wer_native),
-                ("yes" if metrics.normalise(ours) == metrics.normalise(plain) else "no")
+                f"{20 * np.log10(gain):+.1f}",
+                ("yes" if metrics.normalise(ours) == metrics.normalise(same_input) else "no")
                 + (" (sampled)" if sampled else ""),
                 f"{plain_time / minutes:.2f}",
                 f"{transcript.timings['transcribe'] / minutes:.2f}",
@@ -271,6 +321,7 @@ def main() -> None:
             scores.pooled("wer plain"),
             scores.pooled("wer native"),
             "-",
+            "-",
             f"{plain_seconds / total_minutes:.2f}",
             f"{scores.seconds['transcribe'] / total_minutes:.2f}",
             f"{align_seconds / total_minutes:.2f}",
@@ -286,15 +337,18 @@ def main() -> None:
             "-",
             "-",
             "-",
+            "-",
         ]
     )
     print("\n## Words: Scriba (word timings by a separate alignment) vs plain faster-whisper, same model\n")
     print(
-        "WER where a reference transcript exists. *plain*: `WhisperModel.transcribe`, word timestamps off; "
-        "*fw words*: its own `word_timestamps=True`. *text = plain*: same words; *(sampled)*: faster-whisper fell "
-        "back to sampling at temperature > 0 on some window, so two runs of the same decoder differ. Seconds per "
-        "audio minute: plain decoding, Scriba's transcribe stage, and the alignment pass inside it (timed on its "
-        "own).\n"
+        "WER where a reference transcript exists. *plain*: `WhisperModel.transcribe` on the file's samples, word "
+        "timestamps off; *fw words*: its own `word_timestamps=True`. *raised dB*: what Scriba raised the quiet "
+        "recording by before decoding (app/core/engine/level.py). *text = plain*: Scriba's words are plain "
+        "faster-whisper's on the same (raised) samples, so word timings changed none; *(sampled)*: faster-whisper "
+        "fell back to sampling at temperature > 0 on some window, so two runs of the same decoder differ. Seconds "
+        "per audio minute: plain decoding, Scriba's transcribe stage, and the alignment pass inside it (timed on "
+        "its own).\n"
     )
     print(
         table(
@@ -303,6 +357,7 @@ def main() -> None:
                 "WER Scriba",
                 "WER plain",
                 "WER fw words",
+                "raised dB",
                 "text = plain",
                 "plain s/min",
                 "Scriba s/min",
@@ -315,6 +370,15 @@ def main() -> None:
     time_rows.append(["**all files**", *(f"{scores.seconds[stage] / total_minutes:.2f}" for stage in STAGES)])
     print("\n## Stage times, seconds per audio minute (`Transcript.timings`)\n")
     print(table(["file", *STAGES], time_rows))
+
+    print("\n## Quiet recordings: the same files at lower levels\n")
+    print(
+        "Every file multiplied by a factor (its level lowered by so many dB). WER pooled over the five files with a "
+        "transcript: plain faster-whisper (same model and settings, VAD on) and Scriba's transcriber, which raises "
+        "a quiet recording first (app/core/engine/level.py); mean strict DER of the built-in diarizer's own turns "
+        "on the nine AMI clips.\n"
+    )
+    print(table(["level", "WER plain", "WER Scriba", "AMI mean DER"], quiet_rows(files, engine, transcriber, model)))
 
     print("\n## pyannote community-1 (Scriba's pyannote backend)\n")
     diarizer, why = pyannote_diarizer()
