@@ -508,6 +508,23 @@ def test_final_decodes_hear_the_speech_before_them_and_keep_each_word_once(decod
     assert max(seconds for seconds, _ in spy.finals) <= longest_turn + 1.5, spy.finals
 
 
+def test_a_quiet_microphone_is_heard_and_a_quiet_room_stays_silent(decoder: WhisperDecoder, sample_dir: Path) -> None:
+    """A real speaker 10 dB under an ordinary level: Silero heard none of it and dictation gave no word (WER
+    1.000). The stream is raised as a quiet file is (app/core/engine/level.py), judged on what it has heard."""
+    folder = metrics.real_speech_dir()
+    assert folder is not None, metrics.REAL_SPEECH_HINT
+    voice = decode_audio(folder / "mfa_en_spontaneous_b.wav").samples
+    reference = (folder / "mfa_en_spontaneous_b.ref.txt").read_text()
+    text = simulated((voice * 0.3).astype(np.float32), DictationOptions(), decoder)
+    assert metrics.wer(reference, text) <= 0.35, text  # 0.21 at the file's own level
+
+    # Twenty-four seconds of a real phone line before anyone speaks (the call's first 6 s, four times over: the
+    # line's noise and a beep), at a tenth of its level. The beep stands out of the noise, so the stream is
+    # raised (by 57 dB), and still nothing is dictated: Silero hears no speech in a raised beep and hiss.
+    line = decode_audio(sample_dir / "sample.wav").samples[: 6 * SAMPLE_RATE]
+    assert simulated((np.tile(line, 4) * 0.1).astype(np.float32), DictationOptions(), decoder) == ""
+
+
 def test_a_finals_model_decodes_only_the_finals_and_gives_them_back_when_too_slow(decoder: WhisperDecoder) -> None:
     turns = [(0, synth.SENTENCES[0]), (1, synth.SENTENCES[1]), (0, synth.SENTENCES[2]), (1, synth.SENTENCES[3])]
     audio, _ = synth.conversation(turns, pause=0.6)

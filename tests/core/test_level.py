@@ -3,12 +3,14 @@ nor the speakers depend on how loud a file was recorded. Real recordings, real t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from app.core.engine.audio import Audio, decode_audio
 from app.core.engine.diarize import DiarizerOptions
-from app.core.engine.level import CEILING_DB, SPEECH_LEVEL_DB, loudness_db, speech_gain
+from app.core.engine.level import CEILING_DB, SPEECH_LEVEL_DB, RunningGain, loudness_db, speech_gain
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions
 from tests import metrics
 from tests.real_speech import real_speech_dir, rttm_turns
@@ -92,3 +94,24 @@ def test_a_quiet_recording_keeps_its_words() -> None:
         assert transcriber.gain > 1.0
         text = " ".join(segment.text for segment in result.segments)
         assert metrics.wer(reference, text) <= 0.3, (factor, text)  # 0.14-0.19 at either level
+
+
+def test_a_live_stream_is_raised_once_speech_stands_out_of_the_room(sample_dir: Path) -> None:
+    """RunningGain (dictation): a phone line's steady noise never moves the gain; once the speaker talks, the
+    stream is raised as the whole file would be, block by block, whatever the block size."""
+    # The call's first 2.2 s: the line's noise alone, within 3 dB from one 100 ms frame to the next (a beep
+    # follows at 2.3 s), four times over.
+    line = np.tile(decode_audio(sample_dir / "sample.wav").samples[: 22 * RATE // 10], 4) * 0.1
+    voice = decode_audio(real_speech_dir() / "mfa_en_spontaneous_b.wav").samples * 0.1
+    running = RunningGain(RATE)
+    for first in range(0, len(line), 1000):  # blocks that are not whole 100 ms frames
+        running.apply(line[first : first + 1000])
+    assert running.gain == 1.0
+    raised = np.concatenate([running.apply(voice[first : first + 1600]) for first in range(0, len(voice), 1600)])
+    assert running.gain > 1.0
+    # At the end the gain is the file's rule on the last 30 s that came (the same 100 ms frames), and the last
+    # block came out multiplied by it.
+    heard = np.concatenate([line, voice])
+    heard = heard[: len(heard) // 1600 * 1600][-30 * RATE :]
+    assert running.gain == pytest.approx(speech_gain(heard, RATE), rel=1e-6)
+    assert np.allclose(raised[-1000:], voice[-1000:] * running.gain, rtol=1e-5)

@@ -16,6 +16,7 @@ import numpy as np
 
 from app.core.dictation.decoding import Decoder, StreamingVad, common_prefix, join_words, strip_committed, strip_context
 from app.core.engine.audio import SAMPLE_RATE
+from app.core.engine.level import RunningGain
 from app.core.engine.transcript import Word
 
 if TYPE_CHECKING:
@@ -211,6 +212,9 @@ class DictationStream:
         self._events: list[DictationEvent] = []
         self._processed = 0  # samples taken in
         self._buffer = _Rolling()
+        # A quiet microphone is raised before the VAD and Whisper hear it, as a quiet file is (level.py): Silero
+        # heard nothing of a real speaker 10 dB under an ordinary level. The saved recording stays as it came.
+        self._level = RunningGain(SAMPLE_RATE)
         self._utterance: _Utterance | None = None
         self._final_words: list[Word] = []
         self._last_window_end = 0  # no window may reach back before the end of the previous one
@@ -276,6 +280,7 @@ class DictationStream:
     def take(self, samples: np.ndarray) -> None:
         """Take in audio without decoding: a caller that has several blocks waiting takes them all, then steps."""
         assert self._vad is not None
+        samples = self._level.apply(samples, adapt=self._vad.open_start is None and self._utterance is None)
         self._buffer.append(samples)
         self._vad.feed(samples)
         self._processed += len(samples)

@@ -15,6 +15,8 @@ hears it; a louder one is left exactly as it is (Scriba's text then equals plain
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 # Loud speech (the 95th percentile of 100 ms RMS) at -20 dBFS: a normally recorded voice; podcasts sit above it,
@@ -56,3 +58,52 @@ def speech_gain(samples: np.ndarray, sample_rate: int, level_db: float = SPEECH_
     loud, loudest = measured
     raise_db = min(level_db - loud, CEILING_DB - loudest)
     return float(10 ** (raise_db / 20)) if raise_db > 0 else 1.0
+
+
+class RunningGain:
+    """The same rule for a live stream (dictation), on the last ``history_s`` of audio.
+
+    A file is measured whole; a microphone is heard as it comes, and in a silent room the 95th percentile of
+    what came is the room's noise: raising that to speech level invites Whisper's "Thank you." on noise. So the
+    gain follows the rule only while something in the history stands ``speech_above_noise_db`` over the noise
+    floor (its 10th percentile; stationary noise varies by a few dB from one 100 ms frame to the next, speech by
+    20-40 dB), once ``min_history_s`` has come (the first onset alone would set it), and only where the owner
+    allows it (dictation: not inside an utterance, whose words would otherwise be heard at two levels). Until
+    then, and when the stream falls silent again, the last gain stays."""
+
+    def __init__(
+        self,
+        sample_rate: int,
+        history_s: float = 30.0,
+        speech_above_noise_db: float = 10.0,
+        min_history_s: float = 2.0,
+    ) -> None:
+        self.frame = max(1, int(sample_rate * FRAME_S))
+        self.gain = 1.0
+        self._energies: deque[float] = deque(maxlen=max(1, round(history_s / FRAME_S)))
+        self._partial = np.zeros(0, dtype=np.float64)
+        self._standing_out = 10 ** (speech_above_noise_db / 10)  # as a ratio of energies
+        self._min_frames = round(min_history_s / FRAME_S)
+
+    def apply(self, samples: np.ndarray, adapt: bool = True) -> np.ndarray:
+        """``samples`` times the gain judged on the audio up to and including them (or the gain as it was,
+        when not ``adapt``: the history still takes them in)."""
+        joined = np.concatenate([self._partial, np.asarray(samples, dtype=np.float64).reshape(-1)])
+        whole = len(joined) // self.frame * self.frame
+        if whole:
+            frames = joined[:whole].reshape(-1, self.frame)
+            self._energies.extend(np.mean(np.square(frames), axis=1).tolist())
+            if adapt and len(self._energies) >= self._min_frames:
+                self._judge()
+        self._partial = joined[whole:]
+        if self.gain == 1.0:
+            return samples
+        return (np.asarray(samples, dtype=np.float32) * np.float32(self.gain)).astype(np.float32)
+
+    def _judge(self) -> None:
+        energies = np.asarray(self._energies)
+        floor, loud, loudest = np.percentile(energies, 10), np.percentile(energies, 95), energies.max()
+        if loud <= 0.0 or loud < floor * self._standing_out:
+            return
+        raise_db = min(SPEECH_LEVEL_DB - 10 * np.log10(loud), CEILING_DB - 10 * np.log10(loudest))
+        self.gain = float(10 ** (raise_db / 20)) if raise_db > 0 else 1.0
