@@ -4,15 +4,17 @@ windows, agreement and final decodes produce, not how fast this machine is. Late
 
     .venv/bin/python benchmarks/bench_dictation_accuracy.py '{}' '{"final_beam_size": 5}'
 
-Each argument is a JSON object of DictationOptions fields. Recordings: the espeak-ng conversation (three voices,
-0.6 s between turns) and the twelve separated sentences of bench_dictation.py, and every single-speaker
-recording in real-speech/ that has a human transcript. Prints, per variant, each file's WER of dictation's final
-text and of the offline transcript (Scriba's Transcriber, beam 5, whole file), and the totals over all words.
-Asserts nothing.
+Each argument is a JSON object of DictationOptions fields; ``--levels 1,0.3,0.1`` replays every recording at
+those fractions of its own level too (a quiet microphone; the offline column stays at the file's own level).
+Recordings: the espeak-ng conversation (three voices, 0.6 s between turns) and the twelve separated sentences
+of bench_dictation.py, and every single-speaker recording in real-speech/ that has a human transcript. Prints,
+per variant and level, each file's WER of dictation's final text and of the offline transcript (Scriba's
+Transcriber, beam 5, whole file), and the totals over all words. Asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -64,26 +66,31 @@ def main() -> None:
     from app.core.dictation.stream import DictationOptions
     from app.core.engine.audio import decode_audio
 
-    variants = [json.loads(text) for text in (sys.argv[1:] or ["{}"])]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variants", nargs="*", default=["{}"], help="JSON objects of DictationOptions fields")
+    parser.add_argument("--levels", default="1", help="comma-separated factors applied to every recording")
+    args = parser.parse_args()
+    variants = [json.loads(text) for text in args.variants]
+    levels = [float(level) for level in args.levels.split(",")]
     files = recordings()
     offline = {}
     for name, path, reference in files:
         segments, _ = offline_transcript(path, 2)
         offline[name] = metrics.word_errors(reference, " ".join(segment.text for segment in segments))
-    for variant in variants:
+    for variant, level in ((variant, level) for variant in variants for level in levels):
         options = DictationOptions(model="tiny.en", device="cpu", cpu_threads=2, **variant)
         decoder = load_decoder(options)
         rows = []
         totals = np.zeros(3)
         for name, path, reference in files:
-            text = dictate(decode_audio(path).samples, options, decoder)
+            text = dictate((decode_audio(path).samples * level).astype(np.float32), options, decoder)
             errors, words = metrics.word_errors(reference, text)
             offline_errors, _ = offline[name]
             totals += (errors, offline_errors, words)
             rows.append([name, str(words), f"{errors / words:.3f}", f"{offline_errors / words:.3f}"])
         rows.append(["all", str(int(totals[2])), f"{totals[0] / totals[2]:.3f}", f"{totals[1] / totals[2]:.3f}"])
-        print(f"\n== {variant or 'defaults'}")
-        print(table(["recording", "words", "WER dictation", "WER offline"], rows), flush=True)
+        print(f"\n== {variant or 'defaults'}, level x{level:g}")
+        print(table(["recording", "words", "WER dictation", "WER offline (own level)"], rows), flush=True)
 
 
 if __name__ == "__main__":
