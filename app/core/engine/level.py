@@ -53,10 +53,12 @@ def speech_gain(samples: np.ndarray, sample_rate: int, level_db: float = SPEECH_
     """The factor that raises a quiet recording's loud speech to ``level_db`` (never below 1: loud recordings
     are left alone), limited so that its loudest 100 ms stay under ``CEILING_DB``."""
     measured = loudness_db(samples, sample_rate)
-    if measured is None:
-        return 1.0
-    loud, loudest = measured
-    raise_db = min(level_db - loud, CEILING_DB - loudest)
+    return 1.0 if measured is None else gain_for(*measured, level_db=level_db)
+
+
+def gain_for(loud_db: float, loudest_db: float, level_db: float = SPEECH_LEVEL_DB) -> float:
+    """The rule itself, shared by a file (:func:`speech_gain`) and a live stream (:class:`RunningGain`)."""
+    raise_db = min(level_db - loud_db, CEILING_DB - loudest_db)
     return float(10 ** (raise_db / 20)) if raise_db > 0 else 1.0
 
 
@@ -98,12 +100,11 @@ class RunningGain:
         self._partial = joined[whole:]
         if self.gain == 1.0:
             return samples
-        return (np.asarray(samples, dtype=np.float32) * np.float32(self.gain)).astype(np.float32)
+        return np.asarray(samples, dtype=np.float32) * np.float32(self.gain)  # float32 times float32: one copy
 
     def _judge(self) -> None:
         energies = np.asarray(self._energies)
         floor, loud, loudest = np.percentile(energies, 10), np.percentile(energies, 95), energies.max()
         if loud <= 0.0 or loud < floor * self._standing_out:
             return
-        raise_db = min(SPEECH_LEVEL_DB - 10 * np.log10(loud), CEILING_DB - 10 * np.log10(loudest))
-        self.gain = float(10 ** (raise_db / 20)) if raise_db > 0 else 1.0
+        self.gain = gain_for(10 * float(np.log10(loud)), 10 * float(np.log10(loudest)))

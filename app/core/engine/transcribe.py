@@ -324,7 +324,7 @@ class Transcriber:
             # piece's copy).
             samples = audio.samples[first:end]
             if gain != 1.0:
-                samples = (samples * np.float32(gain)).astype(np.float32)
+                samples = samples.astype(np.float32, copy=False) * np.float32(gain)
             piece = Audio(samples=samples, sample_rate=audio.sample_rate, source=audio.source)
             piece_progress = _shifted_progress(progress, offset, piece.duration, audio.duration)
             piece_segments, piece_info, batch_size = self._decode_piece(
