@@ -35,7 +35,7 @@ warnings.filterwarnings("ignore")
 from app.core.engine.audio import Audio, decode_audio  # noqa: E402
 from app.core.engine.diarize import embedded  # noqa: E402
 from app.core.engine.diarize.base import SpeakerHints  # noqa: E402
-from app.core.engine.diarize.bundled_models import Segmentation, SpeakerEmbedding  # noqa: E402
+from app.core.engine.diarize.bundled_models import LocalActivity, Segmentation, SpeakerEmbedding  # noqa: E402
 from benchmarks.bench_engine import sample_dir  # noqa: E402
 from tests import metrics  # noqa: E402
 from tests.synth import SAMPLE_RATE, meeting  # noqa: E402
@@ -55,15 +55,16 @@ class CachedModels:
 
     def __init__(self) -> None:
         self.name = ""
-        self._count = Segmentation.speaker_count
+        self._activity = Segmentation.local_activity
         self._embed = SpeakerEmbedding.embed_windows
         cache = self
 
-        def speaker_count(segmentation: Segmentation, samples: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
-            path = CACHE / f"{cache.name}.count.npy"
+        def local_activity(segmentation: Segmentation, samples: np.ndarray, *args: Any, **kwargs: Any) -> LocalActivity:
+            path = CACHE / f"{cache.name}.activity.pkl"
             if not path.exists():
-                np.save(path, cache._count(segmentation, samples, *args, **kwargs))
-            return np.load(path)
+                path.write_bytes(pickle.dumps(cache._activity(segmentation, samples, *args, **kwargs)))
+            activity: LocalActivity = pickle.loads(path.read_bytes())
+            return activity
 
         def embed_windows(
             embedding: SpeakerEmbedding, samples: np.ndarray, starts: np.ndarray, window: int, *args: Any, **kwargs: Any
@@ -73,7 +74,7 @@ class CachedModels:
                 np.save(path, cache._embed(embedding, samples, starts, window, *args, **kwargs))
             return np.load(path)
 
-        Segmentation.speaker_count = speaker_count  # type: ignore[method-assign]
+        Segmentation.local_activity = local_activity  # type: ignore[method-assign]
         SpeakerEmbedding.embed_windows = embed_windows  # type: ignore[method-assign]
 
 

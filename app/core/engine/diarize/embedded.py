@@ -22,6 +22,10 @@ voices and four single-speaker recordings; README "Speakers"):
    from the windows inside its own turns and the frames are labelled once more; pauses of one speaker under
    ``bridge_s`` are closed, and where the segmentation hears two people at once the second-best speaker is
    added, so overlapped speech is attributed to both.
+5. **Interjections**: an utterance shorter than a window ("Hello?", "mm-hmm") has no window of its own, so the
+   voices give it to whoever spoke around it. The segmentation hears each 10 s chunk whole and numbers its
+   speakers within it: where most chunks hear such an utterance as another person than its neighbours, it goes
+   to the best other speaker.
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ import numpy as np
 
 from app.core.cancel import CancelToken
 from app.core.engine.diarize.base import ProgressCallback, SpeakerHints, Turn
-from app.core.engine.diarize.bundled_models import HOP_SAMPLES, SAMPLE_RATE, Segmentation, SpeakerEmbedding
+from app.core.engine.diarize.bundled_models import (
+    HOP_SAMPLES,
+    SAMPLE_RATE,
+    LocalActivity,
+    Segmentation,
+    SpeakerEmbedding,
+)
 
 if TYPE_CHECKING:
     from app.core.engine.audio import Audio
@@ -105,6 +115,10 @@ class EmbeddedDiarizerOptions:
     # later one, back and forth between two clusters of one voice), each round a Viterbi pass (~3 s at 3 h).
     # After the last-chunk fix: AMI 0.244 without the round, 0.242 with it.
     resegment_rounds: int = 1
+    # Short utterances the segmentation hears as another person than their neighbours ("Hello?", "mm-hmm") go
+    # to the best other speaker (see ``interjections``). AMI mean DER 0.242 -> 0.240 (EN2003a 0.243 -> 0.223,
+    # no clip worse), the call 0.084 -> 0.039, espeak-ng and single speakers unchanged.
+    interjections: bool = True
 
 
 class EmbeddedDiarizer:
@@ -145,7 +159,8 @@ class EmbeddedDiarizer:
         samples: np.ndarray = audio.samples
         segmentation, embedding = self._load()
         # Progress: segmentation is about 60 % of the time, the speaker embeddings 30 %, the rest 10 %.
-        count = segmentation.speaker_count(samples, cancel, _scaled(progress, 0.0, 0.6))
+        activity = segmentation.local_activity(samples, cancel, _scaled(progress, 0.0, 0.6))
+        count = activity.count()
         regions = speech_regions(count, options)
         if not regions:
             return ()
@@ -185,6 +200,8 @@ class EmbeddedDiarizer:
             frame_labels = relabelled
             if settled:
                 break
+        if options.interjections and len(centroids) > 1:
+            frame_labels = interjections(activity, frame_labels, scores, window)
         frame_labels = _absorb_short_turns(frame_labels, round(options.min_turn_s / FRAME_S))
         frame_labels = _bridge_pauses(frame_labels, round(options.bridge_s / FRAME_S))
         turns = _frames_to_turns(frame_labels)
@@ -558,6 +575,61 @@ def _frame_scores(similarity: np.ndarray, spans: list[tuple[int, int]], n_frames
     scores = scores[:n_frames]
     scores /= np.maximum(coverage, 1)[:, None]
     return scores, coverage > 0
+
+
+def interjections(activity: LocalActivity, labels: np.ndarray, scores: np.ndarray, window: int) -> np.ndarray:
+    """Give short utterances that the segmentation hears as another person than their neighbours to the best
+    other speaker.
+
+    A stretch shorter than a window has no window of its own: the windows over it are mostly its neighbours'
+    voice, so the voices alone give a "Hello?" or a "mm-hmm" to whoever spoke around it. The segmentation
+    judges each 10 s chunk as a whole and does tell the two apart. A chunk votes for a short solo stretch of
+    one local speaker, next to (across silence) a stretch of another local speaker, when the labels give both
+    the same speaker; the stretch is relabelled where more than half of the chunks hearing it vote so (as a
+    frame is speech where more than half of them hear speech). Half was measured too: the call 0.035, but
+    espeak-ng's four voices 0.024 -> 0.068."""
+    n_frames = len(labels)
+    votes = np.zeros(n_frames, dtype=np.int32)
+    hearing = np.zeros(n_frames, dtype=np.int32)
+    for chunk, first in enumerate(activity.first_frames):
+        first = int(first)
+        local = activity.active[chunk, activity.model_frames(chunk)][: n_frames - first]
+        end = first + len(local)
+        hearing[first:end] += 1
+        talking = local.sum(axis=1)
+        solo = np.where(talking == 1, local.argmax(axis=1), np.where(talking == 0, -1, -2))
+        runs = [run for run in _runs(solo) if run[2] != -1]  # silence does not separate neighbours
+        for index, (start, stop, speaker) in enumerate(runs):
+            if speaker < 0 or stop - start >= window:
+                continue
+            own = labels[first + start : first + stop]
+            own = own[own >= 0]
+            if len(own) == 0:
+                continue
+            label = int(np.bincount(own).argmax())
+            for neighbour in (index - 1, index + 1):
+                if not 0 <= neighbour < len(runs):
+                    continue
+                n_start, n_stop, n_speaker = runs[neighbour]
+                if n_speaker < 0 or n_speaker == speaker:
+                    continue
+                theirs = labels[first + n_start : first + n_stop]
+                theirs = theirs[theirs >= 0]
+                if len(theirs) and int(np.bincount(theirs).argmax()) == label:
+                    votes[first + start : first + stop] += 1
+                    break
+    relabel = (2 * votes > hearing) & (labels >= 0)
+    if not relabel.any():
+        return labels
+    result = labels.copy()
+    for start, stop, flag in _runs(relabel.astype(np.int64)):
+        if not flag:
+            continue
+        label = int(np.bincount(labels[start:stop][labels[start:stop] >= 0]).argmax())
+        mean = scores[start:stop].mean(axis=0)
+        mean[label] = -np.inf
+        result[start:stop] = int(mean.argmax())
+    return result
 
 
 def _turn_centroids(
