@@ -40,24 +40,23 @@ def test_each_word_takes_the_speaker_it_overlaps_most_and_segments_split_there()
     assert [t.speaker for t in renamed] == ["SPEAKER_00", "SPEAKER_01"]
 
 
-def test_a_one_word_blip_inside_a_turn_is_absorbed() -> None:
+def test_an_interjection_inside_another_speakers_turn_keeps_its_speaker() -> None:
+    """Short runs between two runs of another speaker were once given to the speakers around them, as blips;
+    on the AMI clips and the phone call every such word the reference places was an interjection ("Hello.",
+    "Neither did I", "No,")."""
     segment = Segment(
         0.0,
-        3.0,
-        "I think that we should go",
-        words(
-            (0.0, 0.3, " I"),
-            (0.3, 0.6, " think"),
-            (0.6, 0.8, " that"),
-            (0.8, 1.0, " we"),
-            (1.0, 1.4, " should"),
-            (1.4, 1.8, " go"),
-        ),
+        2.0,
+        "Hello? Hello. Oh, hello.",
+        words((0.0, 0.5, " Hello?"), (0.7, 0.9, " Hello."), (1.1, 1.3, " Oh,"), (1.4, 1.8, " hello.")),
     )
-    turns = [Turn(0.0, 0.6, "A"), Turn(0.6, 0.8, "B"), Turn(0.8, 2.0, "A")]
+    turns = [Turn(0.0, 0.6, "A"), Turn(0.6, 1.0, "B"), Turn(1.0, 2.0, "A")]
     segments, speakers, _ = assign_speakers([segment], turns)
-    assert [(s.speaker, s.text) for s in segments] == [("SPEAKER_00", "I think that we should go")]
-    # The diarizer did hear a second voice; it is listed after the ones with words, but owns no text.
+    assert [(s.speaker, s.text) for s in segments] == [
+        ("SPEAKER_00", "Hello?"),
+        ("SPEAKER_01", "Hello."),
+        ("SPEAKER_00", "Oh, hello."),
+    ]
     assert speakers == ("SPEAKER_00", "SPEAKER_01")
 
 
