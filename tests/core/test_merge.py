@@ -91,3 +91,18 @@ def test_a_word_in_silence_takes_the_nearest_turn() -> None:
     segments, _, _ = assign_speakers([segment], [Turn(0.0, 1.0, "A"), Turn(6.0, 7.0, "B")])
     assert segments[0].speaker == "SPEAKER_00"
     assert segments[0].words[0].speaker == "SPEAKER_00"
+
+
+def test_a_word_without_duration_takes_the_turn_it_lies_in() -> None:
+    """The alignment gives some words no duration ("I" at 12.08-12.08 s on the phone call). Such a word overlaps
+    no turn by any length, but it lies inside Diane's turn; the nearest turn edge was a short overlap turn of
+    Sheila's over a second away, and the word went to her."""
+    segment = Segment(
+        11.2, 12.5, "you know, I heard", words((11.2, 12.0, " you know,"), (12.08, 12.08, " I"), (12.1, 12.5, " heard"))
+    )
+    turns = [Turn(10.41, 14.25, "Diane"), Turn(10.43, 10.99, "Sheila")]
+    segments, _, _ = assign_speakers([segment], turns)
+    assert [(s.speaker, s.text) for s in segments] == [("SPEAKER_00", "you know, I heard")]
+    # Where two people talk at once at that instant, the longer turn is the one it lies in.
+    segments, _, _ = assign_speakers([segment], [Turn(10.41, 14.25, "Diane"), Turn(11.9, 12.3, "Sheila")])
+    assert segments[0].words[1].speaker == segments[0].words[0].speaker

@@ -26,6 +26,11 @@ def speaker_for_span(start: float, end: float, turns: Sequence[Turn], turn_start
     # The nearest turn starts just before or after the word: look there, not through all of a long recording's
     # turns (a three-hour meeting has thousands, and words in pauses are many).
     around = turns[max(0, last - 64) : last + 64]
+    # A word the alignment gives no duration ("I" at 12.08-12.08 s) overlaps nothing, yet lies inside a turn:
+    # that turn is its speaker (the longest, where two people talk at once), not the nearest turn edge.
+    inside = [turn for turn in around if turn.start <= middle <= turn.end]
+    if inside:
+        return max(inside, key=lambda turn: turn.end - turn.start).speaker
     nearest = min(around, key=lambda turn: min(abs(turn.start - middle), abs(turn.end - middle)))
     return nearest.speaker
 
