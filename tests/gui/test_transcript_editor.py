@@ -33,6 +33,11 @@ def select_words(view, paragraph: int, first: int, last: int) -> None:  # type: 
     editor.setTextCursor(cursor)
 
 
+def first_wordy_paragraph(view) -> int:  # type: ignore[no-untyped-def]
+    """The first paragraph with six words or more (the call opens with one-word turns: "Hello?", "Hello.")."""
+    return next(n for n in range(len(view.paragraphs)) if len(view.editor.spans[n]) >= 6)
+
+
 def stored(window, job_id: int):  # type: ignore[no-untyped-def]
     return window.store.load_transcript(job_id)
 
@@ -163,13 +168,14 @@ def test_typed_corrections_keep_word_timings_undo_and_survive_a_restart_into_eve
 ) -> None:
     window, job, view = open_on_call(open_window, qtbot, sample_dir, call_transcript)
     editor = view.editor
-    span = editor.spans[0][1]
+    wordy = first_wordy_paragraph(view)
+    span = editor.spans[wordy][1]
     old_word = call_transcript.segments[span.segment].words[span.token]
-    select_words(view, 0, 1, 1)
+    select_words(view, wordy, 1, 1)
     editor.setFocus()
     qtbot.keyClicks(editor, "Greetings")
     # Leaving the paragraph reads it back (and saves it).
-    cursor = QTextCursor(editor.document().findBlockByNumber(1))
+    cursor = QTextCursor(editor.document().findBlockByNumber(wordy + 1))
     editor.setTextCursor(cursor)
     qtbot.waitUntil(lambda: "Greetings" in stored(window, job.id).segments[span.segment].text, timeout=3000)
     edited = stored(window, job.id)
@@ -180,14 +186,14 @@ def test_typed_corrections_keep_word_timings_undo_and_survive_a_restart_into_eve
     assert [w for n, w in enumerate(words) if n != span.token] == unchanged  # timings and confidence kept
     assert edited.segments[span.segment + 1 :] == call_transcript.segments[span.segment + 1 :]
 
-    assert editor.document().findBlockByNumber(0).text().split()[1] == "Greetings"
+    assert editor.document().findBlockByNumber(wordy).text().split()[1] == "Greetings"
     # Stray spaces typed and left are tidied when the paragraph is read back; the words are unchanged.
-    cursor = QTextCursor(editor.document().findBlockByNumber(0))
-    cursor.setPosition(cursor.block().position() + editor.spans[0][1].end)
+    cursor = QTextCursor(editor.document().findBlockByNumber(wordy))
+    cursor.setPosition(cursor.block().position() + editor.spans[wordy][1].end)
     editor.setTextCursor(cursor)
     qtbot.keyClicks(editor, "   ")
-    editor.setTextCursor(QTextCursor(editor.document().findBlockByNumber(1)))
-    qtbot.waitUntil(lambda: "   " not in editor.document().findBlockByNumber(0).text(), timeout=3000)
+    editor.setTextCursor(QTextCursor(editor.document().findBlockByNumber(wordy + 1)))
+    qtbot.waitUntil(lambda: "   " not in editor.document().findBlockByNumber(wordy).text(), timeout=3000)
     assert stored(window, job.id) == edited and view.undo_stack.count() == 1
 
     # Ctrl+Z and Ctrl+Shift+Z in the document go through the transcript's history (and are saved too).
@@ -229,32 +235,33 @@ def test_move_words_to_a_speaker_split_merge_and_rename_each_undoable(  # type: 
 ) -> None:
     window, job, view = open_on_call(open_window, qtbot, sample_dir, call_transcript)
     editor = view.editor
+    wordy = first_wordy_paragraph(view)
     before = [(p.speaker, paragraph_text(call_transcript, p)) for p in view.paragraphs]
-    first_words = editor.document().findBlockByNumber(0).text().split()
+    first_words = editor.document().findBlockByNumber(wordy).text().split()
 
     # Two words from the first paragraph's middle were said by a third person.
-    select_words(view, 0, 2, 3)
+    select_words(view, wordy, 2, 3)
     view.target_speaker.setCurrentText("Guest")
     assert view.give_to_speaker()
     after = [(p.speaker, paragraph_text(stored(window, job.id), p)) for p in view.paragraphs]
-    assert after[:3] == [
-        (before[0][0], " ".join(first_words[:2])),
+    assert after[wordy : wordy + 3] == [
+        (before[wordy][0], " ".join(first_words[:2])),
         ("Guest", " ".join(first_words[2:4])),
-        (before[0][0], " ".join(first_words[4:])),
+        (before[wordy][0], " ".join(first_words[4:])),
     ]
     assert "Guest" in stored(window, job.id).speakers
     assert [view.speaker_box.itemText(i) for i in range(view.speaker_box.count())][-1] == "Guest"
 
     # Merging the guest's words into the paragraph before gives them that speaker; the guest is gone.
-    cursor = QTextCursor(editor.document().findBlockByNumber(1))
+    cursor = QTextCursor(editor.document().findBlockByNumber(wordy + 1))
     editor.setTextCursor(cursor)
     assert view.merge_with_previous()
     assert [(p.speaker, paragraph_text(stored(window, job.id), p)) for p in view.paragraphs] == before
     assert "Guest" not in stored(window, job.id).speakers
 
     # Split at a word with no selection: the rest of the paragraph goes to the other speaker (Ctrl+Return).
-    other = next(name for name in call_transcript.speakers if name != before[0][0])
-    select_words(view, 0, 5, 5)
+    other = next(name for name in call_transcript.speakers if name != before[wordy][0])
+    select_words(view, wordy, 5, 5)
     cursor = editor.textCursor()
     cursor.setPosition(cursor.selectionStart())
     editor.setTextCursor(cursor)
@@ -262,8 +269,8 @@ def test_move_words_to_a_speaker_split_merge_and_rename_each_undoable(  # type: 
     editor.setFocus()
     qtbot.keyClick(editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     split = [(p.speaker, paragraph_text(stored(window, job.id), p)) for p in view.paragraphs]
-    assert split[0] == (before[0][0], " ".join(first_words[:5]))
-    assert split[1][0] == other and split[1][1].startswith(" ".join(first_words[5:]))
+    assert split[wordy] == (before[wordy][0], " ".join(first_words[:5]))
+    assert split[wordy + 1][0] == other and split[wordy + 1][1].startswith(" ".join(first_words[5:]))
     # A plain Enter never breaks a paragraph in the document (paragraphs are speaker turns).
     qtbot.keyClick(editor, Qt.Key.Key_Return)
     assert editor.document().blockCount() == len(view.paragraphs)
@@ -314,15 +321,16 @@ def test_words_selected_in_a_paragraph_being_typed_in_go_to_the_speaker_whole(  
 ) -> None:
     window, job, view = open_on_call(open_window, qtbot, sample_dir, call_transcript)
     editor = view.editor
+    wordy = first_wordy_paragraph(view)
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow, timeout=3000)
-    block = editor.document().findBlockByNumber(0)
+    block = editor.document().findBlockByNumber(wordy)
     end = QTextCursor(block)
     end.setPosition(block.position() + block.length() - 1)
     editor.setFocus()
     editor.setTextCursor(end)
     qtbot.keyClicks(editor, " Right")  # typed, not read back yet: the cursor is still in the paragraph
-    select_words(view, 0, 2, 3)
+    select_words(view, wordy, 2, 3)
     words = editor.textCursor().selectedText()
     view.target_speaker.setCurrentText("Guest")
     # The click takes the focus from the document, which reads the typing back first; the selection survives.
