@@ -215,3 +215,25 @@ def test_a_short_utterance_heard_as_another_person_goes_to_that_person() -> None
     # The same local speaker as around it: nothing to change.
     same = [(1.0, 7.6, 0), (7.6, 8.2, 0), (8.4, 15.5, 0), (15.5, 17.5, 1), (17.5, 20.0, 0), (20.0, 30.0, 1)]
     np.testing.assert_array_equal(interjections(_heard(30.0, same), labels, window), labels)
+
+
+def test_a_chunk_whose_edge_cuts_a_short_utterance_does_not_judge_it() -> None:
+    """A "Hello?" at 9.9-10.3 s: the chunk ending at 10 s and the one starting there hear only a piece of it (it
+    might be longer than they hear), so they abstain. Of the three that hear it whole, two hear another person:
+    a majority. Counted as hearing it without a vote, those two would be a tie of four, and it would stay."""
+    from app.core.engine.diarize.embedded import interjections
+
+    labels = np.zeros(3001, dtype=np.int64)
+    labels[:100] = -1
+    labels[1450:1750] = 1
+    labels[2000:] = 1
+    talks = [(1.0, 9.9, 0), (9.9, 10.3, 1), (10.5, 14.5, 0), (14.5, 17.5, 1), (17.5, 20.0, 0), (20.0, 30.0, 1)]
+    activity = _heard(30.0, talks)
+    chunk = int(np.flatnonzero(activity.first_frames == 250)[0])  # 2.5-12.5 s hears it whole, as the same person
+    times = np.arange(activity.active.shape[1]) * 10.0 / activity.active.shape[1] + 2.5
+    inside = (times >= 9.9) & (times < 10.3)
+    activity.active[chunk, inside, 1] = False
+    activity.active[chunk, inside, 0] = True
+    result = interjections(activity, labels, 150)
+    np.testing.assert_array_equal(result[995:1025], 1)
+    np.testing.assert_array_equal(np.delete(result, np.s_[985:1035]), np.delete(labels, np.s_[985:1035]))
