@@ -40,37 +40,6 @@ CAMPP_WEIGHTS = "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn
 CAMPP_SOURCE = "camplusplus.py"
 
 
-def cpu_bfloat16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (AVX512-BF16 or AMX). There CAM++ runs under torch's
-    bfloat16 autocast, about a quarter faster, its voice prints within 0.996 cosine of float32 (0.9997 on
-    average) on the development recordings. Elsewhere bfloat16 is emulated and slower, so float32 stays.
-    ``SCRIBA_CPU_BFLOAT16=0`` keeps float32.
-
-    segmentation-3.0 stays in float32 everywhere: in bfloat16 (SincNet alone was enough) 3.7 % of its
-    per-chunk answers changed and the phone call's DER went from 0.038 to 0.142."""
-    import os
-
-    import torch.cpu
-
-    if os.environ.get("SCRIBA_CPU_BFLOAT16", "").strip() == "0":
-        return False
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):  # torch's own CPU feature checks
-        check = getattr(torch.cpu, probe, None)
-        try:
-            if check is not None and check():
-                return True
-        except Exception:  # a torch without the probe: float32, as before
-            continue
-    return False
-
-
-def precision(torch: Any, bfloat16: bool) -> Any:
-    """The context CAM++ runs in: bfloat16 autocast on a CPU that has it, else float32 as it is."""
-    import contextlib
-
-    return torch.autocast("cpu", dtype=torch.bfloat16) if bfloat16 else contextlib.nullcontext()
-
-
 def package_dir() -> Path:
     import sys
 
@@ -276,10 +245,7 @@ class SpeakerEmbedding:
         except Exception as error:
             raise DiarizationError(f"could not load the speaker model: {type(error).__name__}: {error}") from error
         self._model = model.to(device).eval()
-        # bfloat16 autocast beats the float32 TorchScript module where the CPU has it (0.16 s against 0.21 s for
-        # 16 windows); the traced module in bfloat16 was faster still but 0.995 cosine off float32, against 0.9996.
-        self._bfloat16 = device == "cpu" and cpu_bfloat16()
-        if device == "cpu" and not self._bfloat16:
+        if device == "cpu":
             self._model = compiled_for_cpu(self._model, model_file(CAMPP_WEIGHTS))
 
     def filterbank(self, samples: np.ndarray) -> np.ndarray:
@@ -347,13 +313,13 @@ class SpeakerEmbedding:
         out = np.zeros((len(starts), self.dimension), dtype=np.float32)
         table = torch.from_numpy(np.ascontiguousarray(features))
         offsets = torch.arange(length)
-        with torch.inference_mode(), precision(torch, self._bfloat16):
+        with torch.inference_mode():
             for first in range(0, len(starts), batch_size):
                 index = torch.from_numpy(np.asarray(starts[first : first + batch_size], dtype=np.int64))
                 index = index.clamp(0, len(features) - length)
                 batch = table[index[:, None] + offsets[None, :]]
                 batch = batch - batch.mean(dim=1, keepdim=True)  # per-window mean normalisation, as in training
-                raw = self._model(batch.to(self.device)).float()
+                raw = self._model(batch.to(self.device))
                 norm = torch.linalg.norm(raw, dim=1, keepdim=True).clamp_min(1e-8)
                 out[first : first + len(index)] = (raw / norm).cpu().numpy()
         return out
