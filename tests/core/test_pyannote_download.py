@@ -76,8 +76,13 @@ def test_no_token_and_offline_are_told_apart() -> None:
 
 
 def test_download_then_diarize_offline_from_the_cache(
-    hub: tuple[HubState, str], served_files: dict[str, bytes], sample_dir: Path, tmp_path: Path
+    hub: tuple[HubState, str],
+    served_files: dict[str, bytes],
+    sample_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import huggingface_hub
     import soundfile
 
     state, endpoint = hub
@@ -104,6 +109,10 @@ def test_download_then_diarize_offline_from_the_cache(
     from app.core.engine.pipeline import Engine, PipelineOptions
     from app.core.engine.transcribe import TranscriptionOptions
 
+    # Any hub call this process makes from here on goes to the stand-in (the client's default address, as
+    # HF_ENDPOINT sets it), so that the count of its requests shows whether the run asked the hub for anything.
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
     requests_before = len(state.requests)
     started = time.perf_counter()
     transcript = Engine().run(clip, PipelineOptions(transcription=TranscriptionOptions(model="tiny.en")))
@@ -111,7 +120,10 @@ def test_download_then_diarize_offline_from_the_cache(
     assert transcript.diarization is not None
     assert transcript.diarization.backend == "pyannote"
     assert "downloaded" in transcript.diarization.reason
-    assert len(state.requests) == requests_before
+    assert state.requests[requests_before:] == []
+    # ... and the count would have seen one: a hub call made the same way reaches the stand-in.
+    huggingface_hub.HfApi().model_info(PYANNOTE_REPO)
+    assert [path for _, path, _ in state.requests[requests_before:]] == [f"/api/models/{PYANNOTE_REPO}"]
 
 
 def test_an_interrupted_download_resumes_where_it_stopped(
@@ -232,16 +244,20 @@ def test_a_download_cancelled_after_a_files_last_byte_completes_next_time(
     from app.core.cancel import CancelToken
     from app.core.errors import CancelledError
 
-    _, endpoint = hub
+    state, endpoint = hub
+    # The smallest file first (the hub lists them in this order), so that its one chunk is the whole file.
+    smallest = min(state.files, key=lambda name: len(state.files[name]))
+    state.files = {smallest: state.files[smallest], **state.files}
     cancel = CancelToken()
 
     def progress(done: int, _: int) -> None:
         # Set at the first report (0 bytes), it is raised at the next one: after the first file's only chunk
-        # (the stand-in's first file is small) was written, before the file is renamed into place.
+        # was written, before the file is renamed into place.
         cancel.cancel()
 
     with pytest.raises(CancelledError):
         download_pipeline(GOOD, progress=progress, cancel=cancel, endpoint=endpoint)
     parts = [path for path in pipeline_dir().parent.rglob("*.part") if path.is_file()]
-    assert parts, "the cancel should leave a part behind"
+    assert [path.name for path in parts] == [f"{Path(smallest).name}.part"]
+    assert parts[0].stat().st_size == len(served_files[smallest])  # every byte there, not yet renamed
     assert folder_files(download_pipeline(GOOD, endpoint=endpoint)) == served_files
