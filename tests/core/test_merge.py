@@ -88,7 +88,10 @@ def test_no_turns_leaves_speakers_empty() -> None:
 
 def test_a_word_in_silence_takes_the_nearest_turn() -> None:
     segment = Segment(5.0, 5.5, "Right", words((5.0, 5.5, " Right")))
-    segments, _, _ = assign_speakers([segment], [Turn(0.0, 1.0, "A"), Turn(6.0, 7.0, "B")])
+    segments, _, renamed = assign_speakers([segment], [Turn(0.0, 1.0, "A"), Turn(6.0, 7.0, "B")])
+    # Speakers are numbered by their first word, so the word's speaker is SPEAKER_00 whichever turn it took:
+    # the renamed turns say which one that was (B, 1 s away, not A, 4 s away).
+    assert [(turn.start, turn.speaker) for turn in renamed] == [(0.0, "SPEAKER_01"), (6.0, "SPEAKER_00")]
     assert segments[0].speaker == "SPEAKER_00"
     assert segments[0].words[0].speaker == "SPEAKER_00"
 
