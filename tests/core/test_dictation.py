@@ -413,9 +413,7 @@ def test_slow_final_decodes_do_not_slow_the_partials(speech: Speech, decoder: Wh
 def test_as_fast_as_possible_replay(speech: Speech, decoder: WhisperDecoder, offline: list[Word]) -> None:
     recorder = Recorder()
     dictation = Dictation(DictationOptions(), FileSource(speech.path, realtime=False), recorder, decoder=decoder)
-    started = time.monotonic()
-    text = dictation.run()
-    assert time.monotonic() - started < len(speech.samples) / SAMPLE_RATE  # faster than real time
+    text = dictation.run()  # how much faster than real time: benchmarks/bench_dictation.py
     check_well_formed(recorder.events)
     assert metrics.wer(speech.text, text) <= metrics.wer(speech.text, offline_text(offline)) + 0.10, text
 

@@ -58,9 +58,10 @@ def test_sample_json_contract(sample_json: dict) -> None:
     assert sample_json["compute_type"] == "int8" and sample_json["language"] == "en"
     assert sample_json["duration"] == pytest.approx(30.0, abs=0.01)
     assert set(sample_json["timings"]) == {"decode", "transcribe", "diarize", "merge", "total"}
+    assert sample_json["segments"]
     for segment in sample_json["segments"]:
         assert segment["speaker"] in sample_json["speakers"]
-        assert all(word["speaker"] == segment["speaker"] for word in segment["words"])
+        assert segment["words"] and all(word["speaker"] == segment["speaker"] for word in segment["words"])
         assert segment["start"] <= segment["end"]
 
 

@@ -69,11 +69,19 @@ def test_a_cancelled_download_continues_where_it_stopped(
     kept = sum(path.stat().st_size for path in models.partial_dir("tiny.en", tmp_path).rglob("*") if path.is_file())
     assert kept >= stopped_at - (1 << 20)  # what arrived is kept (up to the chunk in flight)
 
+    partial = models.partial_dir("tiny.en", tmp_path)
+    finished = {path.name for path in partial.iterdir() if path.is_file() and not path.name.endswith(".part")}
+    [part] = [path for path in partial.iterdir() if path.name.endswith(".part")]
+    have = part.stat().st_size
+
     state.requests.clear()
     model = models.download_model("tiny.en", cache=tmp_path, endpoint=endpoint)
     assert {path.name: path.read_bytes() for path in model.path.iterdir()} == served_files
-    ranges = [wanted for method, _, wanted in state.requests if method == "GET" and wanted]
-    assert ranges, "the second download asked only for the rest of the interrupted file"
+    gets = [(path.rsplit("/", 1)[-1], wanted) for method, path, wanted in state.requests if method == "GET"]
+    # The interrupted file continues from the byte after what was kept; finished files are not fetched again.
+    assert (part.name.removesuffix(".part"), f"bytes={have}-") in gets
+    assert [wanted for _, wanted in gets if wanted] == [f"bytes={have}-"]
+    assert not finished & {name for name, _ in gets}
 
 
 def test_remove_deletes_the_model_and_an_interrupted_download(hub: tuple[HubState, str], tmp_path: Path) -> None:
