@@ -52,13 +52,24 @@ def _shared_compiled_models(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test gets its own platformdirs locations: no test reads or writes the real user's files."""
+    """Every test gets its own platformdirs locations: no test reads or writes the real user's files.
+
+    Nor the user's secrets: no token or cloud API key from the environment, and every process a test starts
+    has keyring's "fail" backend (a developer's desktop keyring may hold a real provider key, and a test of
+    the missing-key message must never rent a real machine with it)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
-    for name in ("SCRIBA_HF_TOKEN", "HF_TOKEN"):
+    for name in (
+        "SCRIBA_HF_TOKEN",
+        "HF_TOKEN",
+        "SCRIBA_LAMBDA_API_KEY",
+        "SCRIBA_VAST_API_KEY",
+        "SCRIBA_RUNPOD_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
 
 
 @pytest.fixture(scope="session")

@@ -478,6 +478,7 @@ def test_cli_reads_a_real_recording_and_adds_files_up(
     assert run_cli("estimate", str(sample), "--no-diarize", "--model", "small", "--json", "--no-local") == 0
     single = json.loads(capsys.readouterr().out)
     assert single["audio_seconds"] == pytest.approx(30, abs=1)
+    assert {option["provider"] for option in single["options"]} >= {"lambda", "vast", "runpod"}
     assert all(option["diarize_x"] is None and option["breakdown"]["diarize_s"] == 0 for option in single["options"])
     assert all(option["provider"] != "local" for option in single["options"])
     assert run_cli("estimate", str(sample), str(hour_flac), "--json", "--ssh-gpu", "RTX 3090") == 0

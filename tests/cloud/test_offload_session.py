@@ -169,6 +169,13 @@ def test_the_ssh_host_check_says_what_is_wrong(tmp_path: Path) -> None:
     assert (host.url, host.identity, host.known_hosts) == ("ssh://me@127.0.0.1:2222", key, known_hosts)
     assert host.setup == RemoteSetup(command=("python3", "-m", "app"), env=(("PYTHONPATH", "/opt/s"),))
     # What is remembered is what was typed, trimmed, and it comes back as the same choice.
+    assert typed.to_remember() == {
+        "url": "ssh://me@127.0.0.1:2222",
+        "identity": str(key),
+        "known_hosts": str(known_hosts),
+        "command": "PYTHONPATH=/opt/s python3 -m app",
+        "install": False,
+    }
     assert SshHostChoice.remembered(typed.to_remember()).to_remember() == typed.to_remember()
     assert SshHostChoice.remembered(None) == SshHostChoice("", "", "~/.ssh/known_hosts", "scriba")
     # Consent to install Scriba on the host is asked for each host and remembered with it; never assumed.

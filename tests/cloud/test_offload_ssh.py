@@ -31,13 +31,15 @@ from app.cloud.offload.base import (
 )
 from app.cloud.offload.run import Offload
 from app.cloud.providers.ssh_host import SshHostProvider
-from app.cloud.remote.transport import HostKeyError, SshSession, parse_ssh_url
+from app.cloud.remote.transport import CHUNK, HostKeyError, SshSession, parse_ssh_url
 from app.core.queue.jobs import JobOptions
 from tests.cloud.sshd import LoopbackSshd, host_environment
 from tests.test_cli import scriba
 
 REPO = Path(__file__).resolve().parents[2]
-HOSTILE = 'it\'s "$(touch pwned)"; rm -rf ~;\nsecond take $HOME.wav'
+# A name a shell would act on: `$(cd;touch pwned)` leaves a file in the home directory wherever it runs (the
+# remote commands run in a work directory removed at the end), and the rest is quoting trouble, never harm.
+HOSTILE = 'it\'s "$(cd;touch pwned)"; echo `id` > x;\nsecond take $HOME.wav'
 OPTIONS = JobOptions(model="tiny.en", language="en", diarize=True, diarizer="embedded", formats=("txt", "json"))
 
 
@@ -143,9 +145,14 @@ def test_dropped_connection_during_upload_resumes(
     sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], two_files: list[Path]
 ) -> None:
     dropped: list[int] = []
+    after_drop: list[int] = []  # positions the big file reports once the connection is back
 
     def cut_once(session: SshSession, position: int, size: int) -> None:
-        if not dropped and size > 4_000_000 and position > size * 0.4:
+        if size <= 4_000_000:
+            return
+        if dropped:
+            after_drop.append(position)
+        elif position > size * 0.4:
             dropped.append(position)
             session.drop()  # the network goes away in the middle of the big file
 
@@ -153,8 +160,12 @@ def test_dropped_connection_during_upload_resumes(
     result = offload.run(two_files)
     assert dropped and offload.reconnects >= 1
     total = sum(path.stat().st_size for path in two_files)
-    # Resumed from what had arrived, not restarted (a restart would send the cut file's first 40 % again).
-    assert offload.uploaded_bytes < total + 256 * 1024, (offload.uploaded_bytes, total)
+    # Resumed from what had arrived, not restarted: the first chunk after the drop ends one chunk past the
+    # resume point, which lies in the cut file's second half, and only the rest of it was sent again.
+    resumed_from = after_drop[0] - CHUNK
+    big = max(path.stat().st_size for path in two_files)
+    assert 0.2 * big < resumed_from <= dropped[0], (resumed_from, dropped)
+    assert offload.uploaded_bytes == total - resumed_from, (offload.uploaded_bytes, total, resumed_from)
     assert sorted(result.transcripts) == [0, 1] and result.failures == {}
     assert "hello" in result.transcripts[1].text.lower()
     assert _open_ledger_entries(tmp_path) == []

@@ -790,8 +790,8 @@ def test_a_key_echoed_back_by_a_provider_is_redacted(
     assert KEY not in caplog.text
 
 
-def test_missing_key_says_where_to_put_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("app.cloud.providers.get_secret", lambda name: None)
+def test_missing_key_says_where_to_put_it(memory_keyring: dict[tuple[str, str], str]) -> None:
+    assert memory_keyring == {}  # an empty keyring, and no key in the environment (tests/conftest.py)
     with pytest.raises(AuthError) as caught:
         provider_from_keyring("runpod")
     assert "scriba offload key set runpod" in str(caught.value) and "runpod_api_key" in str(caught.value)
