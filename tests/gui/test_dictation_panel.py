@@ -170,8 +170,8 @@ def test_partials_show_lighter_then_finals_and_copy_all(panel: DictationPanel, q
         assert abs(QColor(colour).lightness() - base.lightness()) < abs(text.lightness() - base.lightness())
     # Words were shown as partial before they were final: a partial is a preview of the text, not noise.
     # (A partial may also be revised: tiny.en heard "thank" before the final "Thanks", so not every one is.)
-    previewed = log.previewed_then_final()
-    assert len(previewed) >= 3 and previewed <= set(words(final)), (previewed, final)
+    previewed = log.previewed_then_final()  # words of partials that the final text also has
+    assert len(previewed) >= 3, (previewed, final)
 
     qtbot.mouseClick(panel.copy_button, Qt.MouseButton.LeftButton)
     assert QGuiApplication.clipboard().text() == final

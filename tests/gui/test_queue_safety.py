@@ -157,6 +157,8 @@ def test_a_second_launch_hands_its_files_to_the_open_window(open_window, qtbot, 
 
     # Another data folder is another queue: its launch is not handed to this window.
     assert server_name(tmp_path / "other") != name
+    assert not hand_over(server_name(tmp_path / "other"), [sample_dir / "sample.wav"])
+    assert [job.source for job in window.store.jobs()] == [sample_dir / "sample.wav"]
     server.close()
 
 

@@ -52,6 +52,16 @@ def test_the_transcript_reads_as_speaker_paragraphs(open_window, qtbot, sample_d
     assert editor.document().blockCount() == len(view.paragraphs)
     for number, paragraph in enumerate(view.paragraphs):
         assert editor.document().findBlockByNumber(number).text() == paragraph_text(call_transcript, paragraph)
+    # Against the transcript itself, not the editor's own helpers: every segment once, in order, under its
+    # own speaker, and the blocks hold every word of the transcript in order.
+    assert [index for paragraph in view.paragraphs for index in paragraph.segments] == list(
+        range(len(call_transcript.segments))
+    )
+    for paragraph in view.paragraphs:
+        assert {call_transcript.segments[index].speaker for index in paragraph.segments} == {paragraph.speaker}
+    shown = " ".join(editor.document().findBlockByNumber(n).text() for n in range(len(view.paragraphs))).split()
+    spoken = [w.word.strip() for s in call_transcript.segments for w in s.words if w.word.strip()]
+    assert shown == spoken
     # Text wraps inside the window instead of being cut off.
     window.resize(800, 600)
     longest = max(range(len(view.paragraphs)), key=lambda n: len(editor.document().findBlockByNumber(n).text()))

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.core.queue.jobs import JobState
 from app.gui.settings_dialog import SettingsDialog
+from app.gui.watch_folder import INTERVAL_MS
 
 
 def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
@@ -39,6 +40,7 @@ def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
     shutil.copy(sample_dir / "sample.wav", inbox / "second.wav")
     window.folder_watcher.look()
     assert not window.folder_watcher.looking
+    qtbot.wait(2 * INTERVAL_MS + 500)  # long enough for a watched file to be seen twice and queued
     assert len(window.store.jobs()) == 1  # no longer watched
 
 
