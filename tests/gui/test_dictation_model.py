@@ -3,9 +3,8 @@ from the models on disk, used from the next Start, remembered with the window.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import shutil
+from typing import Any
 
 from app.core.engine.models import bundled_model_path, cached_model_path, installed_models
 
