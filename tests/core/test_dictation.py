@@ -297,20 +297,38 @@ def test_real_time_dictation(speech: Speech, decoder: WhisperDecoder, offline: l
     assert np.array_equal(dictation.recording(), speech.samples)
 
 
+class PausesAt(ArraySource):
+    """A real-time replay that stops delivering once ``at`` seconds were spoken and says so: the user presses
+    Stop there, however late the test's thread gets to run on a loaded machine."""
+
+    def __init__(self, samples: np.ndarray, at: float) -> None:
+        super().__init__(samples[: int(at * SAMPLE_RATE)], realtime=True)
+        self.reached = threading.Event()
+
+    def _feed(self, sink: Any) -> None:
+        started = time.monotonic()
+        for offset in range(0, len(self.samples), self.chunk):
+            block = self.samples[offset : offset + self.chunk]
+            if self._stopping.wait(max(0.0, started + (offset + len(block)) / SAMPLE_RATE - time.monotonic())):
+                return
+            sink.write(block)
+        self.reached.set()  # no end of input: the microphone is still open when Stop is pressed
+
+
 def test_stop_in_the_middle_of_a_word_flushes_it_as_final(
     speech: Speech, decoder: WhisperDecoder, offline: list[Word]
 ) -> None:
     second = speech.utterances[1]
     stop_at = second.start + 0.55 * (second.end - second.start)  # inside a word of the second sentence
     recorder = Recorder()
-    dictation = Dictation(DictationOptions(), ArraySource(speech.samples, realtime=True), recorder, decoder=decoder)
+    source = PausesAt(speech.samples, stop_at)
+    dictation = Dictation(DictationOptions(), source, recorder, decoder=decoder)
     dictation.start()
-    while dictation.clock < stop_at:
-        time.sleep(0.005)
+    assert source.reached.wait(120)
     dictation.stop()
     stopped_at = dictation.clock
-    assert stop_at <= stopped_at < second.end - 0.5  # still inside the sentence
-    assert len(dictation.recording()) == round(stopped_at * SAMPLE_RATE)
+    assert stopped_at == pytest.approx(stop_at, abs=1 / SAMPLE_RATE)  # the stop point, inside the sentence
+    assert len(dictation.recording()) == int(stop_at * SAMPLE_RATE)
 
     check_well_formed(recorder.events)
     said = [w for w in offline if w.start >= second.start - 0.3 and w.end <= stopped_at - 0.25]
