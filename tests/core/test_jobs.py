@@ -137,21 +137,36 @@ def test_running_job_of_a_live_process_is_left_alone(tmp_path: Path) -> None:
     assert other.get(job.id).state is JobState.RUNNING
 
 
-def test_finish_writes_the_transcript_before_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+FINISH_ON_A_FULL_DISK = """
+import resource, sys
+from pathlib import Path
+from app.core.queue.jobs import JobStore
+from tests.core.test_jobs import _transcript
+
+store = JobStore(Path(sys.argv[1]))
+job = store.claim_next()
+# From here the file system refuses to grow any file past 4 KB (EFBIG; Python ignores SIGXFSZ), as a full
+# disk refuses to grow it at all. The transcript is larger than that.
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    store.finish(job.id, _transcript(" hello there" * 2000))
+except OSError as error:
+    print("refused:", error)
+"""
+
+
+def test_finish_writes_the_transcript_before_the_state(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     job = store.add(tmp_path / "a.wav", JobOptions())
-    store.claim_next()
-    import app.core.queue.jobs as jobs_module
-
-    def full_disk(path: Path, text: str) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(jobs_module, "write_atomic", full_disk)
-    with pytest.raises(OSError, match="No space"):
-        store.finish(job.id, _transcript())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child = subprocess.run(
+        [sys.executable, "-c", FINISH_ON_A_FULL_DISK, str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    assert child.returncode == 0 and child.stdout.startswith("refused:"), child.stdout + child.stderr
     # Not marked done without its transcript; no partial file either.
     assert store.get(job.id).state is JobState.RUNNING
     assert not store.transcript_file(job.id).exists()
+    assert not [path for path in store.transcript_file(job.id).parent.iterdir() if path.name.endswith(".tmp")]
 
 
 def test_edits_replace_the_stored_transcript_atomically(tmp_path: Path) -> None:
@@ -408,6 +423,22 @@ def test_a_locked_queue_is_not_taken_for_a_corrupt_one(tmp_path: Path) -> None:
 
     from app.core.queue.sqlite_db import is_corruption
 
+    # Real errors from sqlite, which carry its error code: a queue another process holds locked ...
+    JobStore(tmp_path).add(tmp_path / "a.wav", JobOptions())
+    holder = sqlite3.connect(tmp_path / "queue.sqlite3", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(sqlite3.OperationalError) as locked:  # a write (in WAL mode readers are not blocked)
+        sqlite3.connect(tmp_path / "queue.sqlite3", timeout=0, isolation_level=None).execute("BEGIN IMMEDIATE")
+    holder.execute("ROLLBACK")
+    assert locked.value.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+    assert not is_corruption(locked.value)
+    # ... and a file that is not a database.
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"not a database, " * 256)
+    with pytest.raises(sqlite3.DatabaseError) as damaged:
+        sqlite3.connect(garbage).execute("SELECT * FROM sqlite_master").fetchall()
+    assert is_corruption(damaged.value)
+    # Errors without a code (raised by other layers) are judged by their kind and words.
     assert not is_corruption(sqlite3.OperationalError("database is locked"))
     assert not is_corruption(sqlite3.OperationalError("database or disk is full"))
     assert is_corruption(sqlite3.DatabaseError("file is not a database"))
