@@ -1,5 +1,6 @@
 """The fast GPU path on a machine without a GPU: the CUDA 12 libraries really load, and the compute-type
-fallback and the out-of-memory backoff run the real model on CPU with injected GPU failures.
+fallback and the out-of-memory backoff run the real model on CPU with injected GPU failures. Where a GPU is
+there, device selection is checked to pick it and the sample call is transcribed on it.
 
 The failures are the ones CTranslate2 itself raises: asking its CPU backend for float16 produces the same
 ValueError a GPU without fast float16 (Pascal, Maxwell) produces, and an out-of-memory error is raised with
@@ -34,10 +35,9 @@ def test_cuda12_cublas_loads_from_its_wheel_without_a_gpu() -> None:
         assert status.path is not None and status.path.endswith(f"nvidia/cublas/lib/{soname}")
     mapped = Path("/proc/self/maps").read_text()
     assert "nvidia/cublas/lib/libcublas.so.12" in mapped
-    # CTranslate2 still answers (no GPU here) with the library in the process.
-    import ctranslate2
-
-    assert ctranslate2.get_cuda_device_count() == 0
+    # The call is the check: with the library in the process, CTranslate2's CUDA runtime still answers (a
+    # clash of two CUDA library versions aborts the process here).
+    _cuda_gpus()
 
 
 def test_a_missing_library_is_reported_with_what_to_install(tmp_path: Path) -> None:
@@ -48,11 +48,32 @@ def test_a_missing_library_is_reported_with_what_to_install(tmp_path: Path) -> N
     assert install_hint([status]) == "pip install 'nvidia-cublas-cu12'"
 
 
+def _cuda_gpus() -> int:
+    import ctranslate2
+
+    return int(ctranslate2.get_cuda_device_count())
+
+
 def test_device_selection_here_says_why() -> None:
     device, reason = select_device("auto")
-    assert device == "cpu" and "sees no CUDA GPU" in reason
-    with pytest.raises(DeviceError, match="scriba doctor"):
-        select_device("cuda")
+    if _cuda_gpus() == 0:
+        assert device == "cpu" and "sees no CUDA GPU" in reason
+        with pytest.raises(DeviceError, match="scriba doctor"):
+            select_device("cuda")
+    else:  # a machine with a GPU picks it
+        assert device == "cuda", reason
+        assert select_device("cuda")[0] == "cuda"
+
+
+@pytest.mark.skipif(_cuda_gpus() == 0, reason="no CUDA GPU on this machine: the CPU path above stands in for it")
+def test_the_sample_call_on_a_real_gpu(sample_dir: Path) -> None:
+    """Only where CTranslate2 sees a GPU: the real CUDA path, with the first compute type the card accepts."""
+    from app.core.engine.transcribe import COMPUTE_TYPE_CHAIN
+
+    transcriber = Transcriber(TranscriptionOptions(model="tiny.en", device="cuda", language="en"))
+    result = transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert result.device == "cuda" and result.compute_type in COMPUTE_TYPE_CHAIN["cuda"]
+    assert "yankee" in " ".join(segment.text for segment in result.segments).lower()
 
 
 @pytest.fixture()
