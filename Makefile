@@ -11,7 +11,7 @@ STAMP := $(VENV)/.scriba-installed
 # Qt's xcb platform plugin (the window on an X11 desktop): what libqxcb.so links against beyond libxcb itself.
 # A fresh Debian desktop lacks libxcb-cursor0, libxcb-icccm4 and libxcb-keysyms1, and `scriba` then cannot open.
 QT_XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-util1 libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libx11-xcb1
-APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip
+APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip wl-clipboard
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1

@@ -347,10 +347,20 @@ def test_wayland_is_told_apart_from_its_xwayland_display() -> None:
 
 
 @pytest.mark.unit
-def test_typing_on_wayland_falls_back_to_the_clipboard_with_a_notice(tmp_path: Path) -> None:
+def test_typing_on_wayland_falls_back_to_the_clipboard_with_a_notice() -> None:
     from app.core.desktop.output import DesktopTextOutput
 
-    env = {"WAYLAND_DISPLAY": "wayland-0", "PATH": str(tmp_path)}  # no wl-copy on this PATH
+    assert shutil.which("wl-copy"), "wl-clipboard is one of the packages `make system-deps` installs"
+    output = DesktopTextOutput("type", {"WAYLAND_DISPLAY": "wayland-0", "PATH": os.environ["PATH"]})
+    assert output.mode == "copy" and output.system == "wayland"
+    assert output.notice is not None and "Ctrl+V" in output.notice
+
+
+@pytest.mark.unit
+def test_without_wl_copy_on_its_path_wayland_says_what_to_install(tmp_path: Path) -> None:
+    from app.core.desktop.output import DesktopTextOutput
+
+    env = {"WAYLAND_DISPLAY": "wayland-0", "PATH": str(tmp_path)}  # the session's PATH has no wl-copy
     with pytest.raises(DesktopError, match="wl-clipboard"):
         DesktopTextOutput("type", env)
 

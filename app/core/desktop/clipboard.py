@@ -7,6 +7,7 @@ owner that keeps serving after Scriba's command has ended, which a connection he
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -24,10 +25,13 @@ _INSTALL_HINT: dict[DisplaySystem, str] = {
 }
 
 
-def copy_command(system: DisplaySystem) -> list[str]:
-    """The command that puts stdin on the clipboard here; DesktopError when none is installed."""
+def copy_command(system: DisplaySystem, env: Mapping[str, str] | None = None) -> list[str]:
+    """The command that puts stdin on the clipboard here; DesktopError when none is installed.
+
+    Looked up on the PATH of ``env``, the environment the tool will run in (default: this process's)."""
+    search_path = (os.environ if env is None else env).get("PATH")
     for command in _COPY_COMMANDS.get(system, []):
-        if shutil.which(command[0]):
+        if shutil.which(command[0], path=search_path):
             return command
     if system in _INSTALL_HINT:
         raise DesktopError(f"no clipboard tool found: {_INSTALL_HINT[system]}")
@@ -36,7 +40,7 @@ def copy_command(system: DisplaySystem) -> list[str]:
 
 def copy_text(text: str, system: DisplaySystem, env: Mapping[str, str] | None = None) -> None:
     """Replace the clipboard's content with ``text``."""
-    command = copy_command(system)
+    command = copy_command(system, env)
     # No pipes back: the tool's forked owner keeps them open for as long as it serves the clipboard, and a
     # read would wait for that.
     result = subprocess.run(

@@ -71,7 +71,7 @@ class DesktopTextOutput:
 
             self._typer = XTestTyper(self._env.get("DISPLAY"), key_delay_s=key_delay_s)
         else:
-            copy_command(self.system)  # no tool: say so now, not at the first final
+            copy_command(self.system, self._env)  # no tool: say so now, not at the first final
         self.mode: OutputMode = mode
         self._sent_any = False
         self._copied = ""
