@@ -1,7 +1,7 @@
 """Queue benchmark: the window's responsiveness while a job runs, and memory over many jobs. Prints tables.
 
     .venv/bin/python benchmarks/bench_queue.py [--audio FILE] [--jobs 20] [--idle 10] [--quick]
-                                               [--only stall,memory,window-memory]
+                                               [--only stall,memory,window-memory,cancel]
 
 Every case runs in its own process (offscreen Qt, a temporary data, config and cache directory, no Hugging
 Face token, a null keyring: the bundled tiny.en and the built-in diarizer run, offline). Cases:
@@ -15,11 +15,15 @@ Face token, a null keyring: the bundled tiny.en and the built-in diarizer run, o
   USS) of the parent and of the engine child after job 1 and after job N. Target: total within 10%.
 - window-memory: the same through the window (one job added at a time, each selected when done, so the
   transcript view is filled N times): the parent is the GUI process.
+- cancel: how long a cancel takes to land (what `scriba queue cancel` and the window do: a flag in the
+  queue) at several points of a job: early and late in transcription and during diarization, on four
+  minutes of the sample call; and whether the inference process was gone afterwards. Target: under 2 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -393,10 +397,84 @@ def case_window_memory(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     return result
 
 
+# Of the whole job (a job event's fraction): early and late in transcription, while diarizing.
+CANCEL_POINTS = (0.05, 0.35, 0.8)
+
+
+def _poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait, without Qt, until ``condition()`` holds (checked every 10 ms)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def _reached(events: list[Any], fraction: float) -> bool:
+    return any(e.kind == "progress" and e.fraction >= fraction for e in events)
+
+
+def _reached_end(events: list[Any]) -> bool:
+    return any(e.kind == "cancelled" for e in events)
+
+
+def case_cancel(args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    import threading
+
+    import numpy as np
+    import psutil
+    import soundfile
+
+    from app.core.queue.jobs import JobOptions, JobStore
+    from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
+
+    samples, rate = soundfile.read(args.audio, dtype="float32")
+    long_audio = home / "long call.wav"
+    soundfile.write(long_audio, np.tile(samples, max(1, int(240 / (len(samples) / rate)))), rate)
+    rows: list[dict[str, Any]] = []
+    for fraction in CANCEL_POINTS:
+        store = JobStore(home / f"queue-{fraction}")
+        job = store.add(long_audio, JobOptions(diarize=True))
+        events: list[JobEvent] = []
+        engine = EngineProcess()
+        worker = QueueWorker(store, engine=engine, on_event=events.append, token_provider=lambda: None)
+        thread = threading.Thread(target=worker.run, kwargs={"until_empty": True}, daemon=True)
+        thread.start()
+        _poll(functools.partial(_reached, events, fraction), args.timeout, f"the job at {fraction:.0%}")
+        stage = next(e.stage for e in reversed(events) if e.kind == "progress")
+        pid = engine.pid
+        requested = time.monotonic()
+        store.cancel(job.id)
+        _poll(functools.partial(_reached_end, events), 120, "the cancel")
+        took = time.monotonic() - requested
+        thread.join(60)
+        gone = pid is None or not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        rows.append({"stage": stage, "fraction": fraction, "seconds": took, "engine_gone": gone})
+        store.close()
+    return {"rows": rows, "audio_seconds": len(samples) / rate * max(1, int(240 / (len(samples) / rate)))}
+
+
+def report_cancel(result: dict[str, Any]) -> None:
+    print(
+        f"## (c) Cancel: from the request to the job cancelled ({result['audio_seconds']:.0f} s of the sample call)\n"
+    )
+    rows = [
+        [
+            f"{row['stage']} ({row['fraction']:.0%} of the job)",
+            f"{row['seconds']:.2f}",
+            "yes" if row["engine_gone"] else "no",
+        ]
+        for row in result["rows"]
+    ]
+    print(table(["cancelled during", "seconds to cancelled", "inference process gone"], rows))
+    print()
+
+
 CASES: dict[str, Callable[[argparse.Namespace, Path], dict[str, Any]]] = {
     "stall": case_stall,
     "memory": case_memory,
     "window-memory": case_window_memory,
+    "cancel": case_cancel,
 }
 
 
@@ -532,7 +610,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle baseline")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one job may take")
     parser.add_argument("--quick", action="store_true", help="smoke run: sample.wav, 3 jobs, 3 s idle")
-    parser.add_argument("--only", default="stall,memory,window-memory", help="comma-separated cases to run")
+    parser.add_argument("--only", default="stall,memory,window-memory,cancel", help="comma-separated cases to run")
     parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -570,6 +648,8 @@ def main() -> None:
             f"{memory_audio.name}",
             run_case("window-memory", memory_audio, args, args.jobs),
         )
+    if "cancel" in only:
+        report_cancel(run_case("cancel", memory_audio, args))
 
 
 if __name__ == "__main__":
