@@ -429,8 +429,9 @@ def case_cancel(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
 
     samples, rate = soundfile.read(args.audio, dtype="float32")
+    repeats = max(1, int(240 / (len(samples) / rate)))  # about four minutes
     long_audio = home / "long call.wav"
-    soundfile.write(long_audio, np.tile(samples, max(1, int(240 / (len(samples) / rate)))), rate)
+    soundfile.write(long_audio, np.tile(samples, repeats), rate)
     rows: list[dict[str, Any]] = []
     for fraction in CANCEL_POINTS:
         store = JobStore(home / f"queue-{fraction}")
@@ -451,7 +452,7 @@ def case_cancel(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         gone = pid is None or not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         rows.append({"stage": stage, "fraction": fraction, "seconds": took, "engine_gone": gone})
         store.close()
-    return {"rows": rows, "audio_seconds": len(samples) / rate * max(1, int(240 / (len(samples) / rate)))}
+    return {"rows": rows, "audio_seconds": repeats * len(samples) / rate}
 
 
 def report_cancel(result: dict[str, Any]) -> None:

@@ -298,21 +298,32 @@ def test_real_time_dictation(speech: Speech, decoder: WhisperDecoder, offline: l
 
 
 class PausesAt(ArraySource):
-    """A real-time replay that stops delivering once ``at`` seconds were spoken and says so: the user presses
-    Stop there, however late the test's thread gets to run on a loaded machine."""
+    """A real-time replay of the first ``at`` seconds that then falls silent and says so, the microphone still
+    open: the user presses Stop there, however late the test's thread gets to run on a loaded machine."""
 
     def __init__(self, samples: np.ndarray, at: float) -> None:
         super().__init__(samples[: int(at * SAMPLE_RATE)], realtime=True)
         self.reached = threading.Event()
 
-    def _feed(self, sink: Any) -> None:
-        started = time.monotonic()
-        for offset in range(0, len(self.samples), self.chunk):
-            block = self.samples[offset : offset + self.chunk]
-            if self._stopping.wait(max(0.0, started + (offset + len(block)) / SAMPLE_RATE - time.monotonic())):
-                return
-            sink.write(block)
-        self.reached.set()  # no end of input: the microphone is still open when Stop is pressed
+    def start(self, sink: Any) -> None:
+        super().start(_StaysOpen(sink, self.reached))
+
+
+@dataclass
+class _StaysOpen:
+    """The dictation's sink, except that the end of the replay is not an end of input, only a signal."""
+
+    sink: Any
+    reached: threading.Event
+
+    def write(self, samples: np.ndarray) -> None:
+        self.sink.write(samples)
+
+    def warn(self, message: str) -> None:
+        self.sink.warn(message)
+
+    def end(self) -> None:
+        self.reached.set()
 
 
 def test_stop_in_the_middle_of_a_word_flushes_it_as_final(

@@ -122,11 +122,12 @@ def test_one_name_is_never_given_twice(library_dir: Path, encoder: SpeakerEncode
     audio = decode_audio(real / "ami_ES2003a_0-30.wav")
     turns = rttm_turns(real / "ami_ES2003a_0-30.rttm")
     # MEE009's turns dealt alternately to two diarized speakers.
-    mine = [turn for turn in turns if turn[2] == "MEE009"]
-    split = [
-        (start, end, f"MEE009-{mine.index((start, end, who)) % 2}" if who == "MEE009" else who)
-        for start, end, who in turns
-    ]
+    split: list[tuple[float, float, str]] = []
+    dealt = 0
+    for start, end, who in turns:
+        if who == "MEE009":
+            who, dealt = f"MEE009-{dealt % 2}", dealt + 1
+        split.append((start, end, who))
     prints = speaker_voiceprints(encoder, audio, split)
     # Each half alone would be named MEE009, so the rule below is what keeps the name off one of them.
     for half in ("MEE009-0", "MEE009-1"):
