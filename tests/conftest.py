@@ -38,16 +38,16 @@ def engine():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True, scope="session")
 def _shared_compiled_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """CAM++ compiled once for the whole run (app/core/engine/diarize/bundled_models.py), not in every test's
-    own cache folder: each would trace it again (2 s), child processes included (they inherit the variable)."""
-    folder = tmp_path_factory.mktemp("torchscript")
-    previous = os.environ.get("SCRIBA_TORCHSCRIPT_CACHE")
-    os.environ["SCRIBA_TORCHSCRIPT_CACHE"] = str(folder)
+    """The two networks exported once for the whole run (app/core/engine/diarize/bundled_models.py), not in every
+    test's own cache folder: each would export them again (3 s), child processes included (they inherit it)."""
+    folder = tmp_path_factory.mktemp("compiled-models")
+    previous = os.environ.get("SCRIBA_COMPILED_CACHE")
+    os.environ["SCRIBA_COMPILED_CACHE"] = str(folder)
     yield
     if previous is None:
-        os.environ.pop("SCRIBA_TORCHSCRIPT_CACHE", None)
+        os.environ.pop("SCRIBA_COMPILED_CACHE", None)
     else:
-        os.environ["SCRIBA_TORCHSCRIPT_CACHE"] = previous
+        os.environ["SCRIBA_COMPILED_CACHE"] = previous
 
 
 @pytest.fixture(autouse=True)

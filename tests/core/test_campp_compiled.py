@@ -1,9 +1,11 @@
-"""CAM++ compiled for the CPU (TorchScript, frozen and optimised; cached in Scriba's cache folder): the same
-voice prints as the model as it is, for any number of windows and any window length, made once and loaded
-after, and a damaged cache file costs nothing but the time to make it again."""
+"""The built-in diarizer's two networks on a CPU: exported once to ONNX and run by ONNX Runtime, with frozen
+TorchScript (CAM++) and torch itself as the fallbacks. Whichever runs, the answers are the model's as it is: the
+same voice prints for any number of windows and any window length, the same local speakers in every frame. Each
+compiled form is made once and loaded after, and a damaged cache file costs nothing but the time to make it again."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,57 +17,121 @@ from tests.real_speech import real_speech_dir
 
 
 @pytest.fixture(scope="module")
-def features() -> np.ndarray:
+def samples() -> np.ndarray:
+    return decode_audio(real_speech_dir() / "ami_ES2003a_0-30.wav").samples
+
+
+@pytest.fixture(scope="module")
+def features(samples: np.ndarray) -> np.ndarray:
     import types
 
     import torch
 
-    audio = decode_audio(real_speech_dir() / "ami_ES2003a_0-30.wav")
-    return bundled.SpeakerEmbedding.filterbank(types.SimpleNamespace(_torch=torch), audio.samples)  # type: ignore[arg-type]
+    return bundled.SpeakerEmbedding.filterbank(types.SimpleNamespace(_torch=torch), samples)  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SCRIBA_TORCHSCRIPT_CACHE", str(tmp_path / "torchscript"))
+    monkeypatch.setenv("SCRIBA_COMPILED_CACHE", str(tmp_path / "compiled"))
 
 
-def _eager(monkeypatch: pytest.MonkeyPatch) -> bundled.SpeakerEmbedding:
+def _in_torch(
+    monkeypatch: pytest.MonkeyPatch, compiled: bool = False
+) -> tuple[bundled.SpeakerEmbedding, bundled.Segmentation]:
+    """The two networks as torch runs them (CAM++ frozen with ``compiled``, else as it is)."""
     with monkeypatch.context() as patch:
-        patch.setattr(bundled, "compiled_for_cpu", lambda model, weights: model)
-        return bundled.SpeakerEmbedding("cpu")
+        patch.setattr(bundled, "onnx_runner", lambda *args, **kwargs: None)
+        if not compiled:
+            patch.setattr(bundled, "compiled_for_cpu", lambda model, weights: model)
+        return bundled.SpeakerEmbedding("cpu"), bundled.Segmentation("cpu")
 
 
-def _cached_files() -> list[Path]:
+def _cached_files(pattern: str) -> list[Path]:
     import os
 
-    return sorted(Path(os.environ["SCRIBA_TORCHSCRIPT_CACHE"]).glob("campp-*.pt"))
+    return sorted(Path(os.environ["SCRIBA_COMPILED_CACHE"]).glob(pattern))
 
 
-def test_the_compiled_model_gives_the_same_voice_prints_and_is_made_once(
+def _same_voice_prints(ours: bundled.SpeakerEmbedding, theirs: bundled.SpeakerEmbedding, features: np.ndarray) -> None:
+    starts = np.arange(0, len(features) - 300, 37)
+    for count, length in ((1, 150), (3, 40), (16, 150), (21, 151), (5, 300)):
+        mine, reference = ours.embed(features, starts[:count], length), theirs.embed(features, starts[:count], length)
+        assert np.abs(mine - reference).max() < 1e-5, (count, length)
+
+
+def test_onnx_runtime_gives_the_same_voice_prints_and_the_export_is_made_once(
+    features: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eager, _ = _in_torch(monkeypatch)
+    exported = bundled.SpeakerEmbedding("cpu")
+    assert isinstance(exported._model, bundled.OnnxRunner)
+    (made,) = _cached_files("campp-*.onnx")
+    stamp = made.stat().st_mtime_ns
+    _same_voice_prints(exported, eager, features)
+    again = bundled.SpeakerEmbedding("cpu")  # from the cache: not exported again
+    assert isinstance(again._model, bundled.OnnxRunner)
+    assert _cached_files("campp-*.onnx") == [made] and made.stat().st_mtime_ns == stamp
+    _same_voice_prints(again, eager, features)
+
+
+def test_onnx_runtime_hears_the_same_local_speakers(samples: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, in_torch = _in_torch(monkeypatch)
+    exported = bundled.Segmentation("cpu")
+    assert isinstance(exported._model, bundled.OnnxRunner)
+    assert len(_cached_files("segmentation-*.onnx")) == 1
+    ours, theirs = exported.local_activity(samples), in_torch.local_activity(samples)
+    assert theirs.active.any() and not theirs.active.all()  # a real meeting: people talk, and not all at once
+    assert np.array_equal(ours.active, theirs.active)
+    assert np.array_equal(ours.first_frames, theirs.first_frames)
+    # a batch of another size than the export's example (a 13 s file: two chunks; the last is shorter)
+    short = samples[: 13 * bundled.SAMPLE_RATE]
+    assert np.array_equal(exported.local_activity(short).active, in_torch.local_activity(short).active)
+
+
+def test_a_damaged_onnx_file_is_made_again(features: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled.SpeakerEmbedding("cpu")
+    (made,) = _cached_files("campp-*.onnx")
+    made.write_bytes(b"not an ONNX model")
+    embedding = bundled.SpeakerEmbedding("cpu")
+    assert isinstance(embedding._model, bundled.OnnxRunner)
+    eager, _ = _in_torch(monkeypatch)
+    starts = np.arange(0, 600, 75)
+    assert np.abs(embedding.embed(features, starts, 150) - eager.embed(features, starts, 150)).max() < 1e-5
+    assert made.stat().st_size > 1_000_000  # a real model again
+
+
+def test_without_the_onnx_package_cam_runs_as_frozen_torchscript(
+    features: np.ndarray, samples: np.ndarray, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+
+    eager, in_torch = _in_torch(monkeypatch)
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "onnx", None)  # import raises ImportError, as where it is not installed
+        embedding, segmentation = bundled.SpeakerEmbedding("cpu"), bundled.Segmentation("cpu")
+    assert "runs in torch, not ONNX Runtime" in caplog.text
+    assert not _cached_files("*.onnx")
+    assert isinstance(embedding._model, torch.jit.ScriptModule)
+    assert not isinstance(segmentation._model, bundled.OnnxRunner)
+    _same_voice_prints(embedding, eager, features)
+    short = samples[: 12 * bundled.SAMPLE_RATE]
+    assert np.array_equal(segmentation.local_activity(short).active, in_torch.local_activity(short).active)
+
+
+def test_the_torchscript_fallback_is_made_once_and_a_damaged_file_made_again(
     features: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import torch
 
-    eager = _eager(monkeypatch)
-    compiled = bundled.SpeakerEmbedding("cpu")
+    eager, _ = _in_torch(monkeypatch)
+    compiled, _ = _in_torch(monkeypatch, compiled=True)
     assert isinstance(compiled._model, torch.jit.ScriptModule)
-    (made,) = _cached_files()
+    (made,) = _cached_files("campp-*.pt")
     stamp = made.stat().st_mtime_ns
-    starts = np.arange(0, len(features) - 300, 37)
-    for count, length in ((1, 150), (3, 40), (16, 150), (21, 151), (5, 300)):
-        ours, theirs = compiled.embed(features, starts[:count], length), eager.embed(features, starts[:count], length)
-        assert np.abs(ours - theirs).max() < 1e-5, (count, length)
-    again = bundled.SpeakerEmbedding("cpu")  # from the cache: not traced again
-    assert _cached_files() == [made] and made.stat().st_mtime_ns == stamp
-    assert np.abs(again.embed(features, starts[:4], 150) - eager.embed(features, starts[:4], 150)).max() < 1e-5
-
-
-def test_a_damaged_cache_file_is_made_again(features: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
-    bundled.SpeakerEmbedding("cpu")
-    (made,) = _cached_files()
+    again, _ = _in_torch(monkeypatch, compiled=True)
+    assert _cached_files("campp-*.pt") == [made] and made.stat().st_mtime_ns == stamp
+    _same_voice_prints(again, eager, features)
     made.write_bytes(b"not a TorchScript archive")
-    embedding = bundled.SpeakerEmbedding("cpu")
-    starts = np.arange(0, 600, 75)
-    eager = _eager(monkeypatch)
-    assert np.abs(embedding.embed(features, starts, 150) - eager.embed(features, starts, 150)).max() < 1e-5
-    assert made.stat().st_size > 1_000_000  # a real module again
+    remade, _ = _in_torch(monkeypatch, compiled=True)
+    assert isinstance(remade._model, torch.jit.ScriptModule) and made.stat().st_size > 1_000_000
+    _same_voice_prints(remade, eager, features)
