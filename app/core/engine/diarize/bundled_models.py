@@ -240,6 +240,9 @@ class OnnxRunner:
         options.intra_op_num_threads = max(1, threads)  # torch's setting: the engine's --threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its notes on unused initialisers are not a user's concern
+        # No memory arena: it keeps the largest batch's activations for good (a 160 s reading: +470 MB resident
+        # after the work, +240 MB at the peak), and without it the speed is the same.
+        options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._input = self._session.get_inputs()[0].name
 
