@@ -268,12 +268,44 @@ def test_two_voices_heard_at_once_are_two_people_unless_the_user_says_otherwise(
 def test_no_overlap_heard_in_a_single_speaker_recording() -> None:
     """The rule above must not touch a single reader: the segmentation hears no second of two voices at once in
     any of them (0.0 s in all four)."""
+    from app.core.engine.diarize.base import SpeakerHints
     from app.core.engine.diarize.bundled_models import Segmentation
-    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions
+    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, _two_voices_at_once
 
     segmentation, options = Segmentation(), EmbeddedDiarizerOptions()
-    assert options.two_voices_overlap_s is not None
     for stem in SINGLE:
         count = segmentation.local_activity(decode_audio(real_speech_dir() / f"{stem}.wav").samples).count()
-        overlap_s = np.count_nonzero(count >= options.overlap_count) / 100
-        assert overlap_s < options.two_voices_overlap_s / 2, (stem, overlap_s)
+        assert _two_voices_at_once(count, SpeakerHints(), options) == SpeakerHints(), stem
+        # and not near it: half the threshold of overlap would still be far from any of them
+        half = EmbeddedDiarizerOptions(two_voices_overlap_s=(options.two_voices_overlap_s or 0) / 2)
+        assert _two_voices_at_once(count, SpeakerHints(), half) == SpeakerHints(), stem
+
+
+def test_the_two_voices_rule_and_the_users_count() -> None:
+    """Exactly a second of frames counted as two voices at once asks for two speakers at least; a frame less
+    does not. A count the user gave stays: exactly N, at most one, or at least two or more. "At least one" says
+    nothing, so the rule still applies."""
+    from app.core.engine.diarize.base import SpeakerHints
+    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, _two_voices_at_once
+
+    options = EmbeddedDiarizerOptions()
+    assert options.two_voices_overlap_s == 1.0
+    count = np.ones(3000)
+    count[500:600] = 2.0  # 100 frames of 10 ms
+    less = count.copy()
+    less[599] = 1.0
+    two = SpeakerHints(min_speakers=2)
+    assert _two_voices_at_once(count, SpeakerHints(), options) == two
+    assert _two_voices_at_once(less, SpeakerHints(), options) == SpeakerHints()
+    assert _two_voices_at_once(count, SpeakerHints(min_speakers=1), options) == two
+    at_most_five = SpeakerHints(max_speakers=5)
+    assert _two_voices_at_once(count, at_most_five, options) == SpeakerHints(min_speakers=2, max_speakers=5)
+    for kept in (
+        SpeakerHints(num_speakers=1),
+        SpeakerHints(num_speakers=3),
+        SpeakerHints(max_speakers=1),
+        SpeakerHints(min_speakers=3),
+    ):
+        assert _two_voices_at_once(count, kept, options) == kept
+    off = EmbeddedDiarizerOptions(two_voices_overlap_s=None)
+    assert _two_voices_at_once(count, SpeakerHints(), off) == SpeakerHints()

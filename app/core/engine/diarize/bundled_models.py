@@ -89,8 +89,10 @@ class Segmentation:
         self._model: Any = model.to(device).eval()
         if device == "cpu":
             example = torch.zeros(2, 1, int(CHUNK_S * SAMPLE_RATE))
+            check = torch.randn(3, 1, int(CHUNK_S * SAMPLE_RATE), generator=torch.Generator().manual_seed(0)) * 0.1
             weights = model_file(SEGMENTATION_WEIGHTS)
-            self._model = onnx_runner(self._model, example, "segmentation", weights, {0: "chunks"}) or self._model
+            runner = onnx_runner(self._model, example, check, "segmentation", weights, {0: "chunks"})
+            self._model = runner or self._model
         self._powerset = Powerset(3, 2)  # three local speakers, at most two at once
 
     def local_activity(
@@ -212,9 +214,12 @@ def _cache_key(weights: Path) -> str:
 
 def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
     import os
+    import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    handle, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".part", dir=path.parent)
+    os.close(handle)
+    partial = Path(name)
     try:
         write(partial)
         os.replace(partial, path)  # whole or not at all: another process may be loading it
@@ -222,70 +227,100 @@ def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
         partial.unlink(missing_ok=True)
 
 
+# Part of the exported files' names: a change to how they are exported (opset, axes, names) must not load a
+# file exported the old way.
+ONNX_RECIPE = "opset17-v1"
+
+
 class OnnxRunner:
     """A network exported to ONNX and run by ONNX Runtime (already installed: faster-whisper runs Silero VAD on
     it). On this 2-core CPU it is the fastest way measured (README "Stage times"): CAM++ on 16 windows 0.18 s
     against 0.20 s as frozen TorchScript, whose first call after loading also takes twice as long;
-    segmentation-3.0 on nine 10 s chunks 0.17 s against torch's 0.24 s (its LSTM above all). Diarization went
-    from 1.63 to 1.21 s per audio minute in bench_speakers.py. The answers are the model's to float rounding
-    (1e-5): every figure on real-speech/ is the same.
+    segmentation-3.0 on the nine 10 s chunks of a 30 s clip 0.17-0.19 s against torch's 0.24 s (its LSTM above
+    all). Diarization went from 1.63 to 1.21-1.36 s per audio minute in bench_speakers.py. The answers are the
+    model's to float rounding (1e-5): every figure on real-speech/ is the same.
 
-    Exporting takes 1-2 s, so the file is kept in the compiled-model cache, keyed by the torch version and the
-    weights, and only loaded after that. Use :func:`onnx_runner`, which falls back when anything fails."""
+    Should ONNX Runtime fail on a batch, that batch and every later one go to ``fallback`` (the model in
+    torch): slower, never a failed job."""
 
-    def __init__(self, path: Path, threads: int) -> None:
+    def __init__(self, path: Path, threads: int, fallback: Callable[[Any], Any]) -> None:
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)  # torch's setting: the engine's --threads
+        options.intra_op_num_threads = max(1, threads)  # as many as torch would use
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its notes on unused initialisers are not a user's concern
-        # No memory arena: it keeps the largest batch's activations for good (a 160 s reading: +470 MB resident
-        # after the work, +240 MB at the peak), and without it the speed is the same.
+        # No memory arena: it keeps the largest batch's activations for good (a 160 s reading: 470-490 MB more
+        # resident after the work), and without it the speed is the same.
         options.enable_cpu_mem_arena = False
-        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._session: Any = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._input = self._session.get_inputs()[0].name
+        self._fallback = fallback
+        self.name = path.name
 
     def __call__(self, batch: Any) -> Any:
         import torch
 
-        (result,) = self._session.run(None, {self._input: np.ascontiguousarray(batch.numpy())})
-        return torch.from_numpy(result)
+        if self._session is not None:
+            try:
+                (result,) = self._session.run(None, {self._input: np.ascontiguousarray(batch.numpy())})
+                return torch.from_numpy(result)
+            except Exception as error:
+                kind = type(error).__name__
+                log.warning("ONNX Runtime failed on %s; torch takes over (%s: %s)", self.name, kind, error)
+                self._session = None
+        with torch.inference_mode():
+            return self._fallback(batch)
 
 
-def onnx_runner(model: Any, example: Any, name: str, weights: Path, dynamic: dict[int, str]) -> OnnxRunner | None:
+def onnx_runner(
+    model: Any, example: Any, check: Any, name: str, weights: Path, dynamic: dict[int, str]
+) -> OnnxRunner | None:
     """``model`` exported to ONNX (once; cached) and loaded in ONNX Runtime, or None where that cannot be done
-    (the ``onnx`` package missing, a torch that cannot export the model, a damaged cache file), in which case
-    the caller runs the model in torch: slower, never wrong."""
+    (``onnxruntime`` or ``onnx`` missing, a torch that cannot export the model, an export that answers
+    ``check``, an input of another shape than ``example``, otherwise than the model does), in which case the
+    caller runs the model in torch: slower, never wrong. Exporting takes 1-2 s, so the file is kept in the
+    compiled-model cache, keyed by the torch version, the weights and :data:`ONNX_RECIPE`."""
     import warnings
 
     import torch
 
     threads = torch.get_num_threads()
     try:
-        cached = compiled_cache_dir() / f"{name}-{_cache_key(weights)}.onnx"
-        if cached.is_file():
-            try:
-                return OnnxRunner(cached, threads)
-            except Exception:  # a damaged or foreign file: made again below
-                cached.unlink(missing_ok=True)
+        import onnxruntime  # noqa: F401  (without it, no cached file is touched)
+    except ImportError as error:
+        log.warning("%s runs in torch, not ONNX Runtime (%s)", name, error)
+        return None
+    cached = compiled_cache_dir() / f"{name}-{ONNX_RECIPE}-{_cache_key(weights)}.onnx"
+    if cached.is_file():
+        try:
+            return OnnxRunner(cached, threads, model)
+        except Exception:  # a damaged or foreign file: made again below
+            cached.unlink(missing_ok=True)
 
-        def export(path: Path) -> None:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")  # the exporter's deprecation and tracer notes
-                torch.onnx.export(
-                    model,
-                    (example,),
-                    str(path),
-                    dynamo=False,  # the TorchScript-based exporter: the other needs onnxscript and is far slower
-                    input_names=["input"],
-                    output_names=["output"],
-                    dynamic_axes={"input": dynamic},
-                    opset_version=17,
-                )
+    def export(path: Path) -> None:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer notes; ``check`` below
+            torch.onnx.export(
+                model,
+                (example,),
+                str(path),
+                dynamo=False,  # the TorchScript-based exporter: the other needs onnxscript and is far slower
+                input_names=["input"],
+                output_names=["output"],
+                dynamic_axes={"input": dynamic, "output": {0: dynamic[0]} if 0 in dynamic else {}},
+                opset_version=17,
+            )
+        # A shape the tracer fixed at the example's size would answer other inputs wrongly: compare once.
+        with torch.inference_mode():
+            expected = model(check).numpy()
+        (answer,) = OnnxRunner(path, threads, model)._session.run(None, {"input": check.numpy()})
+        if answer.shape != expected.shape or not np.allclose(answer, expected, rtol=1e-3, atol=1e-3):
+            raise ValueError(f"the exported {name} answers an input of shape {tuple(check.shape)} otherwise")
 
+    try:
         _write_whole(cached, export)
-        return OnnxRunner(cached, threads)
+        return OnnxRunner(cached, threads, model)
     except Exception as error:
         log.warning("%s runs in torch, not ONNX Runtime (%s: %s)", name, type(error).__name__, error)
         return None
@@ -337,8 +372,10 @@ class SpeakerEmbedding:
         self._model = model.to(device).eval()
         if device == "cpu":
             weights = model_file(CAMPP_WEIGHTS)
-            example = self._torch.randn(4, 150, 80)
-            runner = onnx_runner(self._model, example, "campp", weights, {0: "windows", 1: "frames"})
+            torch = self._torch
+            example = torch.randn(4, 150, 80, generator=torch.Generator().manual_seed(0))
+            check = torch.randn(3, 97, 80, generator=torch.Generator().manual_seed(1))
+            runner = onnx_runner(self._model, example, check, "campp", weights, {0: "windows", 1: "frames"})
             self._model = runner or compiled_for_cpu(self._model, weights)
 
     def filterbank(self, samples: np.ndarray) -> np.ndarray:

