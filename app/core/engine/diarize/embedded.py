@@ -101,13 +101,13 @@ class EmbeddedDiarizerOptions:
     repeat_distance: float = 0.3
     min_speaker_s: float = 2.0
     # Two voices heard at once are two people: where the segmentation hears at least this much overlapped
-    # speech in all (frames whose averaged count reaches ``overlap_count``), at least two speakers are found. (In
-    # pyannote's own pipeline two people of one chunk are never put in one cluster, but with one cluster only
-    # the second is dropped.) The
-    # segmentation's overlap matches the references' closely: AMI 11.8 / 2.3 / 5.1 / 7.3 s where the RTTMs have
-    # 11.8 / 3.2 / 5.7 / 8.1 s, and 0.0 s on every single-speaker recording. Before, EN2005a and EN2006b were
-    # one speaker: now two (EN2006b DER 0.690 -> 0.529, EN2005a 0.183 -> 0.331, AMI mean 0.242 -> 0.241; the
-    # call, espeak-ng and the single speakers unchanged). None: off.
+    # speech in all (frames whose averaged count reaches ``overlap_count``), at least two speakers are found.
+    # (pyannote's own pipeline never puts two people of one chunk in one cluster, but where it finds one
+    # cluster only, it drops the second.) The segmentation's overlap matches the references' closely: AMI
+    # 11.8 / 2.3 / 5.1 / 7.3 s where the RTTMs have 11.8 / 3.2 / 5.7 / 8.1 s, at most 0.3 s on the other clips,
+    # and 0.0 s on every single-speaker recording. Before, EN2005a and EN2006b were one speaker: now two
+    # (EN2006b DER 0.690 -> 0.529, its two main voices mostly apart; EN2005a 0.183 -> 0.331, its main speaker
+    # split; AMI mean 0.242 -> 0.241; the call, espeak-ng and the single speakers unchanged). None: off.
     two_voices_overlap_s: float | None = 1.0
     change_penalty: float = 2.0  # Viterbi cost of a speaker change, in units of per-frame similarity
     min_turn_s: float = 0.3
@@ -228,7 +228,8 @@ class EmbeddedDiarizer:
 
 def _two_voices_at_once(count: np.ndarray, hints: SpeakerHints, options: EmbeddedDiarizerOptions) -> SpeakerHints:
     """The hints with at least two speakers where the segmentation hears enough overlapped speech (see
-    ``two_voices_overlap_s``); a count the user gave (exactly N, or at most one) is kept as it is."""
+    ``two_voices_overlap_s``); a count the user gave (exactly N, at least two or more, at most one) is kept as it
+    is. "At least one" says nothing, so the rule still applies."""
     if options.two_voices_overlap_s is None or hints.num_speakers or (hints.min_speakers or 1) >= 2:
         return hints  # off, or the user's count already says as much or more
     if hints.max_speakers is not None and hints.max_speakers < 2:
