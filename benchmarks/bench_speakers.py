@@ -8,7 +8,8 @@ nine AMI meeting openings and the four single-speaker recordings of ``../shared/
 ``--real-speech``), and pyannote.audio's ``sample.wav`` call. Scored:
 
 - DER of the diarizer's own turns against the human RTTM, strict (collar 0, overlap scored) and forgiving
-  (collar 0.25 s, overlap skipped); speakers found / true;
+  (collar 0.25 s, overlap skipped); speakers found / true, and how many of them have 2 s alone in some 10 s
+  (the most a diarizer built like pyannote's can count);
 - cpWER (meeteval) where a reference says who said what: sample.stm, and the single-speaker files (one
   speaker). AMI comes with who-spoke-when only, so no WER or cpWER there;
 - WER of Scriba's text against plain faster-whisper's, same loaded model and settings, word timestamps off,
@@ -55,6 +56,9 @@ class RealFile:
     said: dict[str, str] | None  # who said what (speaker -> words)
     text: str | None  # every word, in time order
     speakers: int
+    # People with at least 2 s alone inside some 10 s of the reference: the most a pyannote-style diarizer can
+    # count (metrics.countable_speakers).
+    countable: int
 
 
 @dataclass
@@ -88,7 +92,13 @@ class Scores:
 def real_files(folder: Path) -> list[RealFile]:
     files = [
         RealFile(
-            name, folder / f"{name}.wav", folder / f"{name}.rttm", None, None, len(_labels(folder / f"{name}.rttm"))
+            name,
+            folder / f"{name}.wav",
+            folder / f"{name}.rttm",
+            None,
+            None,
+            len(_labels(folder / f"{name}.rttm")),
+            _countable(folder / f"{name}.rttm"),
         )
         for name in AMI
     ]
@@ -101,16 +111,34 @@ def real_files(folder: Path) -> list[RealFile]:
             metrics.stm_speaker_text(sample / "sample.stm"),
             metrics.stm_text(sample / "sample.stm"),
             len(_labels(sample / "sample.rttm")),
+            _countable(sample / "sample.rttm"),
         )
     )
     for name in SINGLE:
         text = (folder / f"{name}.ref.txt").read_text()
-        files.append(RealFile(name, folder / f"{name}.wav", None, {"reader": text}, text, 1))
+        files.append(RealFile(name, folder / f"{name}.wav", None, {"reader": text}, text, 1, 1))
     return files
 
 
 def _labels(rttm: Path) -> list[str]:
     return list(metrics.rttm_annotation(rttm).labels())
+
+
+def _countable(rttm: Path) -> int:
+    annotation = metrics.rttm_annotation(rttm)
+    return metrics.countable_speakers((turn.start, turn.end, label) for turn, _, label in annotation.itertracks(True))
+
+
+def count_summary(rows: list[tuple[int, int, int]]) -> str:
+    """One line on the speaker counts of (found, true, with 2 s alone) rows."""
+    exact = sum(found == true for found, true, _ in rows)
+    far = sum(abs(found - true) > 1 for found, true, _ in rows)
+    enough = sum(found >= countable for found, _, countable in rows)
+    not_too_many = sum(found <= true for found, true, _ in rows)
+    return (
+        f"Speaker count on the {len(rows)} AMI clips: exact on {exact}, off by more than one on {far}; at least "
+        f"the people with 2 s alone in some 10 s on {enough}, at most the true count on {not_too_many}."
+    )
 
 
 def speaker_words(transcript: Any) -> dict[str, str]:
@@ -221,6 +249,7 @@ def main() -> None:
     plain_seconds = align_seconds = 0.0
     transcriber = engine.transcriber(transcription)
     speaker_rows: list[list[str]] = []
+    ami_counts: list[tuple[int, int, int]] = []
     word_rows: list[list[str]] = []
     time_rows: list[list[str]] = []
     for real in files:
@@ -266,11 +295,15 @@ def main() -> None:
                 real.name,
                 f"{audio.duration:.0f}",
                 f"{len(transcript.speakers)} / {real.speakers}",
+                str(real.countable),
                 fmt(strict),
                 fmt(forgiving),
                 fmt(cp),
             ]
         )
+
+        if real.name in AMI:
+            ami_counts.append((len(transcript.speakers), real.speakers, real.countable))
 
         ours = transcript.text
         wer_ours = wer_plain = wer_native = None
@@ -302,16 +335,35 @@ def main() -> None:
             "**total (pooled)**",
             f"{scores.audio:.0f}",
             "-",
+            "-",
             fmt(abs(scores.der_strict)),
             fmt(abs(scores.der_forgiving)),
             scores.pooled("cpwer"),
         ]
     )
     speaker_rows.append(
-        ["**mean of files**", "-", "-", scores.mean("der strict"), scores.mean("der forgiving"), scores.mean("cpwer")]
+        [
+            "**mean of files**",
+            "-",
+            "-",
+            "-",
+            scores.mean("der strict"),
+            scores.mean("der forgiving"),
+            scores.mean("cpwer"),
+        ]
     )
     print("## Speakers: the built-in diarizer's own turns (DER) and the merged words (cpWER)\n")
-    print(table(["file", "audio s", "speakers found / true", "DER strict", "DER forgiving", "cpWER"], speaker_rows))
+    print(
+        "*2 s alone*: the people of the reference with at least 2 s of speech alone inside some 10 s; pyannote's "
+        "own clustering makes speakers only of such people (`metrics.countable_speakers`).\n"
+    )
+    print(
+        table(
+            ["file", "audio s", "speakers found / true", "2 s alone", "DER strict", "DER forgiving", "cpWER"],
+            speaker_rows,
+        )
+    )
+    print(f"\n{count_summary(ami_counts)}")
 
     total_minutes = scores.audio / 60
     word_rows.append(

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 # Real recordings with human ground truth live beside the checkout, not in it (their licences differ).
 REAL_SPEECH_DEFAULT = ROOT.parent / "shared" / "real-speech"
@@ -123,3 +125,35 @@ def cpwer(reference: dict[str, str], hypothesis: dict[str, str]) -> tuple[int, i
         hypothesis_sort=False,
     )
     return int(result.errors), int(result.length)
+
+
+def alone_in_best_chunk(
+    turns: Iterable[tuple[float, float, str]], chunk_s: float = 10.0, frame_s: float = 0.01
+) -> dict[str, float]:
+    """Per speaker of a reference: the most speech they have *alone* (nobody else talking) inside any one
+    stretch of ``chunk_s`` seconds (every start on the ``frame_s`` grid; a recording shorter than that is one
+    stretch). pyannote's own clustering (``BaseClustering.filter_embeddings``, ``min_active_ratio=0.2``, used by
+    community-1's VBx) builds its speakers only from 10 s chunks where a person has at least 2 s of such solo
+    speech; a person below that never becomes a cluster of their own, however good the voice prints."""
+    rows = [(start, end, speaker) for start, end, speaker in turns if end > start]
+    if not rows:
+        return {}
+    names = sorted({speaker for *_, speaker in rows})
+    n_frames = round(max(end for _, end, _ in rows) / frame_s)
+    active = np.zeros((len(names), n_frames), dtype=bool)
+    for start, end, speaker in rows:
+        active[names.index(speaker), round(start / frame_s) : round(end / frame_s)] = True
+    alone = active & (active.sum(axis=0) == 1)
+    chunk = min(n_frames, round(chunk_s / frame_s))
+    # Solo frames in every chunk-long stretch, from a running sum: [k, start] -> frames in start..start+chunk.
+    running = np.concatenate([np.zeros((len(names), 1), dtype=np.int64), np.cumsum(alone, axis=1)], axis=1)
+    best = (running[:, chunk:] - running[:, :-chunk]).max(axis=1)
+    return {name: float(best[index]) * frame_s for index, name in enumerate(names)}
+
+
+def countable_speakers(
+    turns: Iterable[tuple[float, float, str]], min_alone_s: float = 2.0, chunk_s: float = 10.0
+) -> int:
+    """How many people of a reference have at least ``min_alone_s`` of solo speech inside some ``chunk_s``
+    stretch (:func:`alone_in_best_chunk`): the people a diarizer built like pyannote's can count at all."""
+    return sum(seconds >= min_alone_s - 1e-9 for seconds in alone_in_best_chunk(turns, chunk_s).values())

@@ -49,6 +49,31 @@ def test_meetings_with_several_real_talkers_are_not_one_speaker(ami_results: dic
         assert ami_results[stem][1] >= 2, (stem, ami_results[stem])
     for stem, (_, found, true) in ami_results.items():
         assert found <= true + 1, (stem, found, true)
+        # Of the people with 2 s alone in some 10 s (those a pyannote-style diarizer can count), at most one missed.
+        countable = metrics.countable_speakers(rttm_turns(real_speech_dir() / f"{stem}.rttm"))
+        assert found >= countable - 1, (stem, found, countable)
+
+
+def test_the_people_with_two_seconds_alone_in_some_ten_are_counted_from_the_reference() -> None:
+    """``metrics.countable_speakers``: solo speech only (overlap is nobody's), inside one 10 s stretch."""
+    turns = [
+        (0.0, 8.0, "main"),
+        (3.0, 6.0, "over"),  # 3 s, all of it over "main": none alone
+        (9.0, 10.5, "twice"),  # 1.5 s here and 1.5 s 12 s later: 3 s in all, never 2 s in one 10 s
+        (22.0, 23.5, "twice"),
+        (12.0, 14.0, "once"),  # exactly 2 s alone
+        (30.0, 31.0, "close"),  # 1 s + 1 s, 8 s apart: 2 s within one 10 s
+        (38.0, 39.0, "close"),
+    ]
+    alone = metrics.alone_in_best_chunk(turns)
+    assert alone["main"] == pytest.approx(5.0)
+    assert alone["over"] == 0.0
+    assert alone["twice"] == pytest.approx(1.5)
+    assert alone["once"] == pytest.approx(2.0) and alone["close"] == pytest.approx(2.0)
+    assert metrics.countable_speakers(turns) == 3  # main, once, close
+    assert metrics.countable_speakers(turns, min_alone_s=1.0) == 4
+    # A recording shorter than the stretch is one stretch.
+    assert metrics.alone_in_best_chunk([(0.0, 1.0, "a"), (1.0, 3.5, "b")]) == {"a": 1.0, "b": 2.5}
 
 
 def test_the_phone_call(engine, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
