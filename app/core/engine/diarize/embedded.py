@@ -49,8 +49,6 @@ from app.core.engine.diarize.bundled_models import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from app.core.engine.audio import Audio
 
 FRAME_S = HOP_SAMPLES / SAMPLE_RATE
@@ -464,18 +462,14 @@ def cluster(
         if reduced > 0.9 * len(renumber):
             break  # the blocks hardly merge (noise everywhere): stop reducing, the last stage takes what is left
     labels = None
-    wanted = target or fewest
+    # "At least N" cannot go past the cap on speakers (the merging never did); "exactly N" is taken as it is.
+    wanted = target or min(fewest, most)
     if heard_apart is not None and wanted > 1:
         merges: list[Merge] = []
         natural = agglomerate(sums, counts, noises, audio, independent, options.merge_distance, None, 1, most, merges)
         missing = wanted - (natural.max() + 1)
         if missing > 0:
-            items = owner  # window -> item, to give the segmentation windows rather than items
-
-            def windows(of_items: np.ndarray) -> np.ndarray:
-                return np.flatnonzero(np.isin(items, of_items))
-
-            labels = split_heard_apart(natural, merges, missing, windows, heard_apart)
+            labels = split_heard_apart(natural, merges, missing, heard_apart.item_tallies(owner, len(counts)))
         elif target is None or natural.max() + 1 == target:
             labels = natural  # what merging with the count would give: the count does not bind
     if labels is None:
@@ -551,7 +545,7 @@ def agglomerate(
             second = int(nearest[first])
         if merges is not None:
             apart = float(np.sum((sums[first] / counts[first] - sums[second] / counts[second]) ** 2))
-            merges.append(Merge(np.flatnonzero(owner == first), np.flatnonzero(owner == second), apart))
+            merges.append(Merge(first, second, apart))
         sums[first] += sums[second]
         counts[first] += counts[second]
         noise_sums[first] += noise_sums[second]
@@ -581,10 +575,11 @@ def agglomerate(
 
 @dataclass(frozen=True)
 class Merge:
-    """One merge of :func:`agglomerate`: the items on each side, and how far apart their means were."""
+    """One merge of :func:`agglomerate`: the item that kept its number, the one merged into it (each standing for
+    its cluster at that moment), and how far apart their means were."""
 
-    kept: np.ndarray  # the items of the cluster that kept its number
-    joined: np.ndarray  # the items of the cluster merged into it
+    kept: int
+    joined: int
     squared_distance: float  # between the two means, noise not taken off
 
 
@@ -621,7 +616,7 @@ class HeardApart:
             local = activity.active[chunk, activity.model_frames(chunk)]
             alone = local & (local.sum(axis=1, keepdims=True) == 1)
             # Solo frames of each local speaker before each frame: a window's count is one subtraction.
-            before = np.concatenate([np.zeros((1, 3), np.int64), np.cumsum(alone, axis=0)])
+            before = np.concatenate([np.zeros((1, local.shape[1]), np.int64), np.cumsum(alone, axis=0)])
             low = int(np.searchsorted(sorted_starts, first))
             high = int(np.searchsorted(sorted_starts, first + len(local) - window, side="right"))
             if high <= low:
@@ -642,28 +637,28 @@ class HeardApart:
         )
         return self._table
 
-    def votes(self, side_a: np.ndarray, side_b: np.ndarray) -> tuple[int, int]:
-        """(apart, together) for two sets of window indices."""
+    def item_tallies(self, owner: np.ndarray, n_items: int) -> list[dict[tuple[int, int], int]]:
+        """For each item (a cluster of windows; ``owner`` gives each window's), how many of its windows belong to
+        each (chunk, local speaker)."""
         window, chunk, local = self._belonging()
-        tallies = []
-        for side in (side_a, side_b):
-            member = np.zeros(len(self._starts), dtype=bool)
-            member[side] = True
-            tally = np.zeros((len(self._activity.first_frames), 3), dtype=np.int64)
-            chosen = member[window]
-            np.add.at(tally, (chunk[chosen], local[chosen]), 1)
-            tallies.append(tally)
-        together = int(np.sum(tallies[0] * tallies[1]))
-        pairs = int(np.sum(tallies[0].sum(axis=1) * tallies[1].sum(axis=1)))
-        return pairs - together, together
+        tallies: list[dict[tuple[int, int], int]] = [{} for _ in range(n_items)]
+        for item, key in zip(owner[window].tolist(), zip(chunk.tolist(), local.tolist(), strict=True), strict=True):
+            tallies[item][key] = tallies[item].get(key, 0) + 1
+        return tallies
+
+
+def votes(side_a: dict[tuple[int, int], int], side_b: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """(apart, together): pairs of windows, one of each side, that belong to two people of one chunk, and to one."""
+    together = sum(count * side_b.get(key, 0) for key, count in side_a.items())
+    per_chunk_a: dict[int, int] = {}
+    for (chunk, _), count in side_a.items():
+        per_chunk_a[chunk] = per_chunk_a.get(chunk, 0) + count
+    pairs = sum(per_chunk_a.get(chunk, 0) * count for (chunk, _), count in side_b.items())
+    return pairs - together, together
 
 
 def split_heard_apart(
-    labels: np.ndarray,
-    merges: list[Merge],
-    missing: int,
-    windows: Callable[[np.ndarray], np.ndarray],
-    heard_apart: HeardApart,
+    labels: np.ndarray, merges: list[Merge], missing: int, tallies: list[dict[tuple[int, int], int]]
 ) -> np.ndarray:
     """``labels`` with ``missing`` more speakers: the merges undone are those whose two sides the segmentation
     most often heard as two people (:class:`HeardApart`; a side with no votes counts as even).
@@ -677,17 +672,36 @@ def split_heard_apart(
     once ask for two speakers, EN2005a 0.331 -> 0.228 and EN2006b as it was (its two women were already the last
     merge); nothing else changes, as elsewhere no count binds. Splitting off the pair whose means lay farthest
     apart instead (a small odd group) fixed EN2005a as well but split EN2006b's women wrongly (0.529 -> 0.586).
-    ``windows`` gives the windows of a set of items."""
+    ``tallies`` gives each item's windows by (chunk, local speaker) (:meth:`HeardApart.item_tallies`).
 
-    def score(merge: Merge) -> tuple[float, float]:
-        apart, together = heard_apart.votes(windows(merge.kept), windows(merge.joined))
-        return (apart + 1) / (apart + together + 2), merge.squared_distance
+    Each merge is scored as the merging went, replaying it: every cluster keeps its tally, the smaller one
+    folded into the larger, so a long recording's thousands of merges cost one pass over its windows.
+    Only merges inside the final stage can be undone (a block's own merges were made before it)."""
+    tallies = [dict(tally) for tally in tallies]
+    scores: list[tuple[float, float, int]] = []
+    for index, merge in enumerate(merges):
+        kept, joined = tallies[merge.kept], tallies[merge.joined]
+        apart, together = votes(kept, joined)
+        scores.append(((apart + 1) / (apart + together + 2), merge.squared_distance, index))
+        small, large = (kept, joined) if len(kept) <= len(joined) else (joined, kept)
+        for key, count in small.items():
+            large[key] = large.get(key, 0) + count
+        tallies[merge.kept], tallies[merge.joined] = large, {}
+    chosen = {index for *_, index in sorted(scores, reverse=True)[:missing]}
 
-    chosen = sorted(range(len(merges)), key=lambda index: score(merges[index]), reverse=True)[:missing]
+    # Replay again for the items on the joined side of each chosen merge, as they were at that moment.
+    members: list[list[int]] = [[item] for item in range(len(labels))]
+    split_off: list[list[int]] = []
+    for index, merge in enumerate(merges):
+        if index in chosen:
+            split_off.append(list(members[merge.joined]))
+        small_side, large_side = sorted((members[merge.kept], members[merge.joined]), key=len)
+        large_side.extend(small_side)
+        members[merge.kept], members[merge.joined] = large_side, []
     labels = labels.copy()
     # Latest first: a side split off by an earlier merge is taken out of the one split off by a later merge.
-    for index in sorted(chosen, reverse=True):
-        labels[merges[index].joined] = labels.max() + 1
+    for items in reversed(split_off):
+        labels[items] = labels.max() + 1
     _, renumbered = np.unique(labels, return_inverse=True)
     return renumbered.astype(np.int64)
 
