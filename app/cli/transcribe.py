@@ -31,7 +31,12 @@ def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.Argument
         help="a local pyannote pipeline folder (default: the downloaded one)",
     )
     transcribe.add_argument("--beam-size", type=positive, default=5)
-    transcribe.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    transcribe.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads for the words (default: all cores; half while the speakers are found beside them)",
+    )
     transcribe.add_argument("--no-vad", dest="vad", action="store_false", help="decode silence too")
     transcribe.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +59,7 @@ def test_sample_json_contract(sample_json: dict) -> None:
     assert sample_json["model"] == "tiny.en" and sample_json["device"] == "cpu"
     assert sample_json["compute_type"] == "int8" and sample_json["language"] == "en"
     assert sample_json["duration"] == pytest.approx(30.0, abs=0.01)
-    assert set(sample_json["timings"]) == {"decode", "transcribe", "diarize", "merge", "total"}
+    assert set(sample_json["timings"]) == {"decode", "transcribe", "diarize", "diarize_wait", "merge", "total"}
     assert sample_json["segments"]
     for segment in sample_json["segments"]:
         assert segment["speaker"] in sample_json["speakers"]
@@ -162,3 +164,93 @@ def test_pyannote_not_downloaded_or_broken_falls_back_to_the_built_in_diarizer(e
     result = engine.diarize(audio, DiarizerOptions())
     assert result.backend == "embedded"
     assert result.reason.startswith("pyannote could not run")
+
+
+def test_the_split_of_the_cores_between_transcription_and_diarization() -> None:
+    from app.core.engine.pipeline import alongside_threads
+
+    assert alongside_threads(2) == (1, 1)
+    assert alongside_threads(3) == (1, 2)
+    assert alongside_threads(8) == (4, 4)
+    assert alongside_threads(8, 6) == (6, 2)  # the user's own count for the transcription is kept
+    assert alongside_threads(2, 2) == (2, 1)  # and the diarization still gets a thread
+
+
+def test_speakers_found_beside_the_transcription_give_the_job_its_progress_and_its_threads_back(  # type: ignore[no-untyped-def]
+    engine, three_voices
+) -> None:
+    """On a CPU the diarization runs in a thread of its own while the words are transcribed. Progress is reported
+    from the job's thread alone: it only rises, says "transcribe" until the words are done and "diarize" after,
+    and ends at 1. The speakers are those of the one-after-the-other run, torch's thread count is given back,
+    and no diarization thread is left behind."""
+    import torch
+
+    path, truth = three_voices
+    threads_before = torch.get_num_threads()
+    seen: list[tuple[str, float, float]] = []
+
+    def record(progress) -> None:  # type: ignore[no-untyped-def]
+        seen.append((progress.stage, progress.stage_fraction, progress.fraction))
+
+    beside = engine.run(path, PipelineOptions(), progress=record)
+    assert (engine.stage_threads(PipelineOptions())[1] is not None) == ((os.cpu_count() or 1) > 1)
+    fractions = [fraction for _, _, fraction in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    stages = [stage for stage, _, _ in seen]
+    assert stages.index("transcribe") < len(stages) - 1 - stages[::-1].index("transcribe")  # several reports
+    if "diarize" in stages:  # reported only once the words are done
+        assert "transcribe" not in stages[stages.index("diarize") :]
+    assert 0.0 <= beside.timings["diarize_wait"] <= beside.timings["diarize"]
+    assert torch.get_num_threads() == threads_before
+    assert not [thread for thread in threading.enumerate() if thread.name == "scriba-diarize"]
+
+    after = engine.run(path, PipelineOptions(diarize_alongside=False))
+    assert after.timings["diarize_wait"] == after.timings["diarize"]
+    assert len(beside.speakers) == len(after.speakers) >= len({u.speaker for u in truth})  # never merged
+    assert [segment.text for segment in beside.segments] == [segment.text for segment in after.segments]
+
+
+def test_a_diarization_that_fails_beside_the_transcription_fails_the_job_with_its_own_error(  # type: ignore[no-untyped-def]
+    engine, three_voices
+) -> None:
+    """pyannote asked for by name and never downloaded: the job fails with what to do, whether the transcription
+    beside it had finished or was stopped for it, and leaves no thread running."""
+    from app.core.errors import DiarizationError
+
+    with pytest.raises(DiarizationError, match="scriba models download pyannote"):
+        engine.run(three_voices[0], PipelineOptions(diarizer=DiarizerOptions(backend="pyannote")))
+    assert not [thread for thread in threading.enumerate() if thread.name == "scriba-diarize"]
+
+
+def test_a_failing_diarization_stops_the_work_beside_it_at_once() -> None:
+    """The helper that runs the diarization beside the transcription: its error reaches the job's thread, and
+    ``on_error`` (which stops the transcription) is called as soon as it fails, not when the words are done."""
+    from app.core.engine.pipeline import DiarizeAlongside
+
+    transcribing = CancelToken()
+
+    def failing(progress, cancel):  # type: ignore[no-untyped-def]
+        progress(0.5)
+        raise ValueError("the speaker model could not be read")
+
+    beside = DiarizeAlongside(failing, None, on_error=transcribing.cancel)
+    assert transcribing.wait(60)  # a bound for a thread that must end, not a latency
+    with pytest.raises(ValueError, match="could not be read"):
+        beside.result(lambda: None)
+    assert beside.fraction == 0.5
+
+    # Stopped from the job's thread (its transcription failed): the diarization sees its token cancelled.
+    started = threading.Event()
+
+    def waiting_for_stop(progress, cancel):  # type: ignore[no-untyped-def]
+        started.set()
+        cancel.wait()
+        cancel.raise_if_cancelled()
+
+    job = CancelToken()
+    beside = DiarizeAlongside(waiting_for_stop, job, on_error=transcribing.cancel)
+    assert started.wait(60)
+    beside.stop()
+    assert not job.cancelled
+    with pytest.raises(CancelledError):
+        beside.result(lambda: None)

@@ -37,6 +37,15 @@ def test_measured_rates_replace_estimates_for_the_same_set_up_only() -> None:
     assert stage_layout(costs.rates("tiny.en", "cpu", "embedded", "cpu"))[1]["diarize"] == pytest.approx(60 / 92)
 
 
+def test_stages_run_side_by_side_are_measured_apart_from_stages_run_one_after_the_other() -> None:
+    """Beside the transcription the diarizer has part of the cores, so its rate is another one: a job run one way
+    must not set the progress pace of a job run the other way."""
+    costs = StageCosts()
+    costs.record({"transcribe": 30.0, "diarize": 50.0}, 600.0, "tiny.en", "cpu", "embedded", "cpu", alongside=True)
+    assert costs.rates("tiny.en", "cpu", "embedded", "cpu", alongside=True)["diarize"] == pytest.approx(50 / 600)
+    assert costs.rates("tiny.en", "cpu", "embedded", "cpu")["diarize"] != pytest.approx(50 / 600)
+
+
 def test_a_finished_job_reads_exactly_one_whatever_the_shares_sum_to() -> None:
     # Rates whose shares, summed in floats, end one ulp short of 1.0 (CI saw a job end at 0.9999999999999999).
     rates = {

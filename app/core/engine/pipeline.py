@@ -7,6 +7,8 @@ with one engine).
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,7 +21,7 @@ from app.core.engine.diarize import DiarizerChoice, DiarizerOptions, choose_back
 from app.core.engine.diarize.base import DiarizationResult, Diarizer, Turn
 from app.core.engine.merge import assign_speakers
 from app.core.engine.stage_costs import StageCosts, job_fraction, stage_layout
-from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult
+from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult, resolve_device
 from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 from app.core.errors import CancelledError, DiarizationError, UsageError
 
@@ -55,6 +57,75 @@ class PipelineOptions:
     # are the recording's, so subtitles and the player line up with the whole file.
     start: float | None = None
     end: float | None = None
+    # On a CPU, find the speakers while the words are transcribed, each on its share of the cores (see
+    # :func:`alongside_threads`), rather than one after the other with all of them.
+    diarize_alongside: bool = True
+
+
+def alongside_threads(cores: int, transcription_threads: int = 0) -> tuple[int, int]:
+    """(transcription, diarization) CPU threads when the two run at once: the transcription keeps the threads the
+    user gave it (0: half the cores), the diarization takes the rest, and each has at least one.
+
+    Why together: on a 2-core CPU with tiny.en, CTranslate2 decodes no faster on two threads than on one (2.9-3.5
+    against 2.6-2.7 s per audio minute), while the diarizer's ONNX networks gain 1.5x from the second thread. One
+    thread each, side by side, the real-speech benchmark's jobs took 4.04 s per audio minute against 5.30 one
+    stage after the other with both threads (README, "Stage times"), every speaker and word figure the same."""
+    transcription = transcription_threads if transcription_threads > 0 else max(1, cores // 2)
+    return transcription, max(1, cores - transcription)
+
+
+class DiarizeAlongside:
+    """Runs ``diarize(fraction_callback, cancel)`` in a thread of its own from the moment it is made.
+
+    Only the calling thread reports progress (``fraction`` is read from there), so a progress callback never
+    runs on two threads at once. Its cancel token is linked to the job's: cancelling the job stops it, and so
+    does :meth:`stop`, for when the transcription beside it failed. Should it fail, ``on_error`` is called
+    from its thread (to stop the transcription early) and :meth:`result` raises its error."""
+
+    def __init__(
+        self,
+        diarize: Callable[[Callable[[float], None], CancelToken], DiarizationResult],
+        cancel: CancelToken | None,
+        on_error: Callable[[], None] | None = None,
+    ) -> None:
+        self.fraction = 0.0
+        self.seconds = 0.0
+        self.error: BaseException | None = None
+        self._cancel = cancel.linked() if cancel is not None else CancelToken()
+        self._result: DiarizationResult | None = None
+        self._on_error = on_error
+        self._diarize = diarize
+        self._thread = threading.Thread(target=self._work, name="scriba-diarize", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._result = self._diarize(self._progress, self._cancel)
+        except BaseException as error:  # handed to the job's thread, which raises it
+            self.error = error
+            if self._on_error is not None and not isinstance(error, CancelledError):
+                self._on_error()
+        finally:
+            self.seconds = time.perf_counter() - started
+
+    def _progress(self, fraction: float) -> None:
+        self.fraction = fraction
+
+    def stop(self) -> None:
+        """Cancel the diarization and wait for its thread to end (the transcription beside it failed)."""
+        self._cancel.cancel()
+        self._thread.join()
+
+    def result(self, waiting: Callable[[], None], poll_s: float = 0.25) -> DiarizationResult:
+        """Wait for the diarization, calling ``waiting`` every ``poll_s`` meanwhile; its result, or its error."""
+        while self._thread.is_alive():
+            waiting()
+            self._thread.join(poll_s)
+        if self.error is not None:
+            raise self.error
+        assert self._result is not None
+        return self._result
 
 
 class Engine:
@@ -62,7 +133,7 @@ class Engine:
 
     def __init__(self) -> None:
         self._transcriber: Transcriber | None = None
-        self._diarizers: dict[tuple[str, str, str], Diarizer] = {}
+        self._diarizers: dict[tuple[str, str, str, int | None], Diarizer] = {}
         self._speaker_encoder: SpeakerEncoder | None = None
         self._language_detector: tuple[Path, Any] | None = None  # (model folder, loaded multilingual model)
         self.stage_costs = StageCosts()  # what each stage costs here, for an even progress bar and an honest ETA
@@ -93,15 +164,33 @@ class Engine:
         started = time.perf_counter()
         duration = 0.0
 
-        transcriber = self.transcriber(options.transcription)
+        transcription_options, diarize_threads = self.stage_threads(options)
+        alongside = diarize_threads is not None
+        transcriber = self.transcriber(transcription_options)
         diarizer_name = choose_backend(options.diarizer).backend if options.diarize else None
         diarize_device = transcriber.device if options.diarizer.device == "auto" else options.diarizer.device
         cost_key = (transcriber.model_ref.name, transcriber.device, diarizer_name, diarize_device)
-        offsets, shares = stage_layout(self.stage_costs.rates(*cost_key))
+        rates = self.stage_costs.rates(*cost_key, alongside=alongside)
+        if alongside:
+            # The two stages are one stretch of the job, as long as the longer of them.
+            offsets, shares = stage_layout(
+                {**rates, "transcribe": max(rates["transcribe"], rates["diarize"]), "diarize": 0.0}
+            )
+        else:
+            offsets, shares = stage_layout(rates)
 
         def report(stage: str, fraction: float) -> None:
             if progress is not None:
                 overall = job_fraction(offsets, shares, stage, fraction)
+                progress(Progress(stage, fraction, overall, duration))
+
+        def report_together(transcribed: float, diarized: float) -> None:
+            """Progress while both run: the stretch is done when the one with more work left is."""
+            if progress is not None:
+                longest = max(rates["transcribe"], rates["diarize"]) or 1.0
+                left = max((1 - transcribed) * rates["transcribe"], (1 - diarized) * rates["diarize"]) / longest
+                stage, fraction = ("transcribe", transcribed) if transcribed < 1.0 else ("diarize", diarized)
+                overall = job_fraction(offsets, shares, "transcribe", 1.0 - left)
                 progress(Progress(stage, fraction, overall, duration))
 
         report("decode", 0.0)
@@ -117,14 +206,36 @@ class Engine:
         language_warnings: tuple[str, ...] = ()
         if options.check_language:
             language_warnings = self.check_language(audio, transcriber, options.transcription.language)
-        transcription = transcriber.transcribe(audio, progress=lambda f: report("transcribe", f), cancel=cancel)
-        timings["transcribe"] = time.perf_counter() - mark
-
         diarization: DiarizationResult | None = None
-        mark = time.perf_counter()
-        if options.diarize:
-            diarization = self.diarize(audio, options.diarizer, lambda f: report("diarize", f), cancel)
-        timings["diarize"] = time.perf_counter() - mark
+        if diarize_threads is not None:
+            # A diarization that fails stops the transcription at once (its own token), and its error is the job's.
+            transcribing = cancel.linked() if cancel is not None else CancelToken()
+            beside = DiarizeAlongside(
+                lambda fraction, stop: self.diarize(audio, options.diarizer, fraction, stop, diarize_threads),
+                cancel,
+                on_error=transcribing.cancel,
+            )
+            try:
+                transcription = transcriber.transcribe(
+                    audio, progress=lambda f: report_together(f, beside.fraction), cancel=transcribing
+                )
+            except BaseException as error:
+                beside.stop()  # a failed or cancelled transcription leaves no diarization running
+                if isinstance(error, CancelledError) and beside.error is not None and not (cancel and cancel.cancelled):
+                    raise beside.error from None
+                raise
+            timings["transcribe"] = time.perf_counter() - mark
+            waiting = time.perf_counter()
+            diarization = beside.result(lambda: report_together(1.0, beside.fraction))
+            timings["diarize"] = beside.seconds
+            timings["diarize_wait"] = time.perf_counter() - waiting  # what finding the speakers added to the job
+        else:
+            transcription = transcriber.transcribe(audio, progress=lambda f: report("transcribe", f), cancel=cancel)
+            timings["transcribe"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            if options.diarize:
+                diarization = self.diarize(audio, options.diarizer, lambda f: report("diarize", f), cancel)
+            timings["diarize"] = timings["diarize_wait"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
         transcript = build_transcript(audio, transcription, diarization).shifted(offset)
@@ -134,10 +245,26 @@ class Engine:
             transcript = self.identify(transcript, whole, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
-        self.stage_costs.record(timings, duration, *cost_key)
+        self.stage_costs.record(timings, duration, *cost_key, alongside=alongside)
         report("merge", 1.0)
         warnings = input_warnings(whole, probe_duration(source)) + language_warnings
         return replace(transcript, timings=timings, warnings=warnings)
+
+    @staticmethod
+    def stage_threads(options: PipelineOptions) -> tuple[TranscriptionOptions, int | None]:
+        """The transcription options a job runs with, and the diarizer's CPU threads when it runs beside the
+        transcription (None: one after the other, as on a GPU, where the two were never measured side by side)."""
+        cores = os.cpu_count() or 1
+        if (
+            options.diarize
+            and options.diarize_alongside
+            and cores > 1
+            and options.diarizer.device in ("auto", "cpu")
+            and resolve_device(options.transcription.device) == "cpu"
+        ):
+            threads, diarize_threads = alongside_threads(cores, options.transcription.cpu_threads)
+            return replace(options.transcription, cpu_threads=threads), diarize_threads
+        return options.transcription, None
 
     def check_language(self, audio: Audio, transcriber: Transcriber, language: str | None) -> tuple[str, ...]:
         """Raise :class:`LanguageMismatchError` when ``transcriber``'s model cannot transcribe ``audio``'s language
@@ -208,10 +335,31 @@ class Engine:
         options: DiarizerOptions,
         progress: Callable[[float], None] | None = None,
         cancel: CancelToken | None = None,
+        threads: int | None = None,
+    ) -> DiarizationResult:
+        """Who speaks when; ``threads``: how many CPU threads the diarizer's networks use (None: torch's count)."""
+        if threads is None:
+            return self._diarize(audio, options, progress, cancel, None)
+        import torch  # every diarizer runs on it
+
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)  # process-wide, and what pyannote's networks use; given back after
+        try:
+            return self._diarize(audio, options, progress, cancel, threads)
+        finally:
+            torch.set_num_threads(previous)
+
+    def _diarize(
+        self,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None,
+        cancel: CancelToken | None,
+        threads: int | None,
     ) -> DiarizationResult:
         choice = choose_backend(options)
         try:
-            turns = self._run_backend(choice, audio, options, progress, cancel)
+            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
         except CancelledError:
             raise
         except DiarizationError as error:
@@ -220,15 +368,18 @@ class Engine:
             # Automatic choice: a pyannote failure (offline, licence not accepted) must not lose the job.
             log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
             choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
-            turns = self._run_backend(choice, audio, options, progress, cancel)
-        diarizer = self._diarizers[self._diarizer_key(choice, options)]
+            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
+        diarizer = self._diarizers[self._diarizer_key(choice, options, threads)]
         device = str(getattr(diarizer, "device", "cpu"))
         note = getattr(diarizer, "device_note", f"on {device.upper()}")
         return DiarizationResult(turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device)
 
     @staticmethod
-    def _diarizer_key(choice: DiarizerChoice, options: DiarizerOptions) -> tuple[str, str, str]:
-        return (choice.backend, (options.pyannote_source or "") if choice.backend == "pyannote" else "", options.device)
+    def _diarizer_key(
+        choice: DiarizerChoice, options: DiarizerOptions, threads: int | None
+    ) -> tuple[str, str, str, int | None]:
+        source = (options.pyannote_source or "") if choice.backend == "pyannote" else ""
+        return (choice.backend, source, options.device, threads)
 
     def _run_backend(
         self,
@@ -237,8 +388,9 @@ class Engine:
         options: DiarizerOptions,
         progress: Callable[[float], None] | None,
         cancel: CancelToken | None,
+        threads: int | None = None,
     ) -> tuple[Turn, ...]:
-        key = self._diarizer_key(choice, options)
+        key = self._diarizer_key(choice, options, threads)
         diarizer = self._diarizers.get(key)
         if diarizer is None:
             if choice.backend == "pyannote":
@@ -248,7 +400,8 @@ class Engine:
             else:
                 from app.core.engine.diarize.embedded import EmbeddedDiarizer
 
-                diarizer = EmbeddedDiarizer(device=options.device)
+                # Its networks' sessions keep the thread count they were made with: one diarizer per count.
+                diarizer = EmbeddedDiarizer(device=options.device, threads=threads)
             self._diarizers[key] = diarizer
         return diarizer.diarize(audio, options.hints, progress, cancel)
 

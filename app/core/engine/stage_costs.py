@@ -45,8 +45,11 @@ class StageCosts:
 
     _measured: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    def rates(self, model: str, transcribe_device: str, diarizer: str | None, diarize_device: str) -> dict[str, float]:
-        """Each stage's rate for a job with this model and diarizer (None: no diarization)."""
+    def rates(
+        self, model: str, transcribe_device: str, diarizer: str | None, diarize_device: str, alongside: bool = False
+    ) -> dict[str, float]:
+        """Each stage's rate for a job with this model and diarizer (None: no diarization); ``alongside``: the two
+        run at once, each on part of the CPU (measured apart from one after the other)."""
         estimate = {
             "decode": _DECODE,
             "transcribe": _CPU_TINY_TRANSCRIBE
@@ -57,7 +60,7 @@ class StageCosts:
             else _CPU_DIARIZE.get(diarizer, 0.03) / (_GPU_SPEEDUP if diarize_device == "cuda" else 1.0),
             "merge": _MERGE,
         }
-        keys = self._keys(model, transcribe_device, diarizer, diarize_device)
+        keys = self._keys(model, transcribe_device, diarizer, diarize_device, alongside)
         return {
             stage: (self._measured.get((stage, keys[stage]), estimate[stage]) if estimate[stage] > 0 else 0.0)
             for stage in STAGES
@@ -71,20 +74,24 @@ class StageCosts:
         transcribe_device: str,
         diarizer: str | None,
         diarize_device: str,
+        alongside: bool = False,
     ) -> None:
         if audio_seconds < _SHORTEST_MEASURED_S:
             return
-        keys = self._keys(model, transcribe_device, diarizer, diarize_device)
+        keys = self._keys(model, transcribe_device, diarizer, diarize_device, alongside)
         for stage in STAGES:
             if stage in timings and (stage != "diarize" or diarizer is not None):
                 self._measured[(stage, keys[stage])] = timings[stage] / audio_seconds
 
     @staticmethod
-    def _keys(model: str, transcribe_device: str, diarizer: str | None, diarize_device: str) -> dict[str, str]:
+    def _keys(
+        model: str, transcribe_device: str, diarizer: str | None, diarize_device: str, alongside: bool
+    ) -> dict[str, str]:
+        together = " alongside" if alongside else ""
         return {
             "decode": "",
-            "transcribe": f"{model}@{transcribe_device}",
-            "diarize": f"{diarizer}@{diarize_device}",
+            "transcribe": f"{model}@{transcribe_device}{together}",
+            "diarize": f"{diarizer}@{diarize_device}{together}",
             "merge": "",
         }
 
