@@ -16,7 +16,7 @@ from app.core.cancel import CancelToken
 from app.core.engine.audio import Audio
 from app.core.engine.diarize import DiarizerOptions, SpeakerHints
 from app.core.engine.pipeline import PipelineOptions
-from app.core.engine.transcribe import TranscriptionOptions
+from app.core.engine.transcribe import TranscriptionOptions, resolve_device
 from app.core.errors import CancelledError
 from tests import metrics, synth
 
@@ -176,6 +176,31 @@ def test_the_split_of_the_cores_between_transcription_and_diarization() -> None:
     assert alongside_threads(2, 2) == (2, 1)  # and the diarization still gets a thread
 
 
+def test_the_stages_run_side_by_side_only_where_that_was_measured_to_pay(tmp_path: Path) -> None:
+    """A tiny model on the CPU, with the speakers wanted, and cores to share. A larger model keeps every core
+    (its decoding uses them; side by side was never measured for it), and so does a transcription the user gave
+    every core, and a job without speakers."""
+    from app.core.engine.pipeline import Engine
+
+    cores = os.cpu_count() or 1
+    cpu = TranscriptionOptions(device="cpu")
+    tiny = PipelineOptions(transcription=cpu)
+    if cores > 1:
+        transcription, diarize_threads = Engine.stage_threads(tiny)
+        assert diarize_threads is not None and transcription.cpu_threads + diarize_threads == cores
+    larger = tmp_path / "whisper-small-ct2"  # a converted model folder, as `--model PATH` takes it
+    larger.mkdir()
+    for name in ("model.bin", "config.json"):
+        (larger / name).write_bytes(b"")
+    for options in (
+        PipelineOptions(transcription=TranscriptionOptions(device="cpu", model=str(larger))),
+        PipelineOptions(transcription=TranscriptionOptions(device="cpu", cpu_threads=cores)),
+        PipelineOptions(transcription=cpu, diarize=False),
+        PipelineOptions(transcription=cpu, diarize_alongside=False),
+    ):
+        assert Engine.stage_threads(options) == (options.transcription, None)
+
+
 def test_speakers_found_beside_the_transcription_give_the_job_its_progress_and_its_threads_back(  # type: ignore[no-untyped-def]
     engine, three_voices
 ) -> None:
@@ -193,7 +218,8 @@ def test_speakers_found_beside_the_transcription_give_the_job_its_progress_and_i
         seen.append((progress.stage, progress.stage_fraction, progress.fraction))
 
     beside = engine.run(path, PipelineOptions(), progress=record)
-    assert (engine.stage_threads(PipelineOptions())[1] is not None) == ((os.cpu_count() or 1) > 1)
+    on_cpu = resolve_device("auto") == "cpu"
+    assert (engine.stage_threads(PipelineOptions())[1] is not None) == ((os.cpu_count() or 1) > 1 and on_cpu)
     fractions = [fraction for _, _, fraction in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     stages = [stage for stage, _, _ in seen]

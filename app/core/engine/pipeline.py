@@ -20,7 +20,8 @@ from app.core.engine.audio import Audio, decode_audio, probe_duration
 from app.core.engine.diarize import DiarizerChoice, DiarizerOptions, choose_backend
 from app.core.engine.diarize.base import DiarizationResult, Diarizer, Turn
 from app.core.engine.merge import assign_speakers
-from app.core.engine.stage_costs import StageCosts, job_fraction, stage_layout
+from app.core.engine.models import BUNDLED_MODEL
+from app.core.engine.stage_costs import StageCosts, job_fraction, model_cost, stage_layout
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult, resolve_device
 from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 from app.core.errors import CancelledError, DiarizationError, UsageError
@@ -184,13 +185,17 @@ class Engine:
                 overall = job_fraction(offsets, shares, stage, fraction)
                 progress(Progress(stage, fraction, overall, duration))
 
+        together_done = [0.0]  # the furthest point reported: a diarizer that starts over (pyannote falling back
+        # to the built-in one) must not move the bar back
+
         def report_together(transcribed: float, diarized: float) -> None:
             """Progress while both run: the stretch is done when the one with more work left is."""
             if progress is not None:
                 longest = max(rates["transcribe"], rates["diarize"]) or 1.0
                 left = max((1 - transcribed) * rates["transcribe"], (1 - diarized) * rates["diarize"]) / longest
+                together_done[0] = max(together_done[0], 1.0 - left)
                 stage, fraction = ("transcribe", transcribed) if transcribed < 1.0 else ("diarize", diarized)
-                overall = job_fraction(offsets, shares, "transcribe", 1.0 - left)
+                overall = job_fraction(offsets, shares, "transcribe", together_done[0])
                 progress(Progress(stage, fraction, overall, duration))
 
         report("decode", 0.0)
@@ -210,6 +215,11 @@ class Engine:
         if diarize_threads is not None:
             # A diarization that fails stops the transcription at once (its own token), and its error is the job's.
             transcribing = cancel.linked() if cancel is not None else CancelToken()
+            # The first job's imports and loads happen here, one thread at a time: two threads importing
+            # modules that import each other can deadlock on Python's import locks.
+            transcriber.load()
+            import torch  # noqa: F401  (what every diarizer imports first)
+
             beside = DiarizeAlongside(
                 lambda fraction, stop: self.diarize(audio, options.diarizer, fraction, stop, diarize_threads),
                 cancel,
@@ -219,14 +229,16 @@ class Engine:
                 transcription = transcriber.transcribe(
                     audio, progress=lambda f: report_together(f, beside.fraction), cancel=transcribing
                 )
+                timings["transcribe"] = time.perf_counter() - mark
+                waiting = time.perf_counter()
+                diarization = beside.result(lambda: report_together(1.0, beside.fraction))
             except BaseException as error:
-                beside.stop()  # a failed or cancelled transcription leaves no diarization running
+                # A failed or cancelled transcription, or a progress callback that raised while waiting: no
+                # diarization may outlive the job (the next one would find it still running).
+                beside.stop()
                 if isinstance(error, CancelledError) and beside.error is not None and not (cancel and cancel.cancelled):
                     raise beside.error from None
                 raise
-            timings["transcribe"] = time.perf_counter() - mark
-            waiting = time.perf_counter()
-            diarization = beside.result(lambda: report_together(1.0, beside.fraction))
             timings["diarize"] = beside.seconds
             timings["diarize_wait"] = time.perf_counter() - waiting  # what finding the speakers added to the job
         else:
@@ -253,18 +265,27 @@ class Engine:
     @staticmethod
     def stage_threads(options: PipelineOptions) -> tuple[TranscriptionOptions, int | None]:
         """The transcription options a job runs with, and the diarizer's CPU threads when it runs beside the
-        transcription (None: one after the other, as on a GPU, where the two were never measured side by side)."""
+        transcription (None: one after the other).
+
+        Side by side only where it was measured to pay: both stages on the CPU, and a tiny model, whose decoding
+        gains nothing from a second thread. A larger model's would (and takes far longer than the speakers):
+        halving its threads for the whole job could cost more than the diarization it hides, and was not measured,
+        nor were a GPU's stages side by side. A user who gives the transcription every core keeps them."""
         cores = os.cpu_count() or 1
-        if (
+        transcription = options.transcription
+        if not (
             options.diarize
             and options.diarize_alongside
-            and cores > 1
+            and 0 <= transcription.cpu_threads < cores
             and options.diarizer.device in ("auto", "cpu")
-            and resolve_device(options.transcription.device) == "cpu"
+            and resolve_device(transcription.device) == "cpu"
         ):
-            threads, diarize_threads = alongside_threads(cores, options.transcription.cpu_threads)
-            return replace(options.transcription, cpu_threads=threads), diarize_threads
-        return options.transcription, None
+            return transcription, None
+        model = Transcriber(transcription).model_ref  # resolves the model the job will load; loads nothing
+        if model_cost(model.name) > model_cost(BUNDLED_MODEL):
+            return transcription, None
+        threads, diarize_threads = alongside_threads(cores, transcription.cpu_threads)
+        return replace(transcription, cpu_threads=threads), diarize_threads
 
     def check_language(self, audio: Audio, transcriber: Transcriber, language: str | None) -> tuple[str, ...]:
         """Raise :class:`LanguageMismatchError` when ``transcriber``'s model cannot transcribe ``audio``'s language
