@@ -177,9 +177,9 @@ def test_the_split_of_the_cores_between_transcription_and_diarization() -> None:
 
 
 def test_the_stages_run_side_by_side_only_where_that_was_measured_to_pay(tmp_path: Path) -> None:
-    """A tiny model on the CPU, with the speakers wanted, and cores to share. A larger model keeps every core
-    (its decoding uses them; side by side was never measured for it), and so does a transcription the user gave
-    every core, and a job without speakers."""
+    """A tiny model decoded sequentially on the CPU, with the speakers wanted, and cores to share. A larger model
+    keeps every core (its decoding uses them; side by side was never measured for it), and so do batched
+    decoding (which uses them too), a transcription the user gave every core, and a job without speakers."""
     from app.core.engine.pipeline import Engine
 
     cores = os.cpu_count() or 1
@@ -195,6 +195,7 @@ def test_the_stages_run_side_by_side_only_where_that_was_measured_to_pay(tmp_pat
     for options in (
         PipelineOptions(transcription=TranscriptionOptions(device="cpu", model=str(larger))),
         PipelineOptions(transcription=TranscriptionOptions(device="cpu", cpu_threads=cores)),
+        PipelineOptions(transcription=TranscriptionOptions(device="cpu", batch_size=8)),
         PipelineOptions(transcription=cpu, diarize=False),
         PipelineOptions(transcription=cpu, diarize_alongside=False),
     ):
