@@ -244,8 +244,12 @@ def test_a_diarization_that_fails_beside_the_transcription_fails_the_job_with_it
     beside it had finished or was stopped for it, and leaves no thread running."""
     from app.core.errors import DiarizationError
 
+    options = PipelineOptions(diarizer=DiarizerOptions(backend="pyannote"))
+    # The path under test: side by side wherever this machine runs the stages so.
+    side_by_side = (os.cpu_count() or 1) > 1 and resolve_device("auto") == "cpu"
+    assert (engine.stage_threads(options)[1] is not None) == side_by_side
     with pytest.raises(DiarizationError, match="scriba models download pyannote"):
-        engine.run(three_voices[0], PipelineOptions(diarizer=DiarizerOptions(backend="pyannote")))
+        engine.run(three_voices[0], options)
     assert not [thread for thread in threading.enumerate() if thread.name == "scriba-diarize"]
 
 
