@@ -394,6 +394,8 @@ def teardown_words(offload: Offload) -> str:
     if teardown.state == "nothing_to_end":
         return "the remote work was removed" if not rents else "no machine was running (the provider confirmed it)"
     if teardown.state == "unconfirmed":
+        if not teardown.machines:  # an unclear launch: no machine is known, none is known not to exist
+            return f"no machine could be confirmed either way: {teardown.message}"
         return f"the machine was NOT confirmed terminated: {teardown.message}"
     return "nothing was launched"
 

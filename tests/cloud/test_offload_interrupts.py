@@ -70,13 +70,15 @@ class Child:
         return "".join(self.lines)
 
 
-def route_vast(api: ReplayServer, account: VastAccount) -> None:
+def route_vast(
+    api: ReplayServer, account: VastAccount, listing: Callable[[Recorded], dict[str, Any]] | None = None
+) -> None:
     def create(request: Recorded) -> Reply:
         # The machine exists from the moment Vast takes the request, whether or not the answer gets back.
         account.label = request.json()["label"]
         return Reply(body={"success": True, "new_contract": 4020}, hold=account.create_hold)
 
-    def listing(request: Recorded) -> dict[str, Any]:
+    def full_listing(request: Recorded) -> dict[str, Any]:
         rows = [account.row()] if account.label and not account.gone() else []
         return {"instances": rows, "next_token": None}
 
@@ -89,7 +91,7 @@ def route_vast(api: ReplayServer, account: VastAccount) -> None:
 
     api.route("PUT", CREATE, create)
     api.route("POST", "/api/v0/instances/4020/ssh/", {"success": True})
-    api.route("GET", "/api/v1/instances/", listing)
+    api.route("GET", "/api/v1/instances/", listing or full_listing)
     api.route("DELETE", INSTANCE, destroy)
     api.route("GET", INSTANCE, instance)
 
@@ -167,6 +169,72 @@ def test_ctrl_c_while_vast_creates_the_machine_finds_and_ends_it(api: ReplayServ
     for path in (tmp_path / "data").iterdir():
         assert KEY.encode() not in path.read_bytes(), path
     assert KEY not in child.stderr() and all(KEY.encode() not in request.body for request in api.requests)
+
+
+LIST = "/api/v1/instances/"
+
+
+def lagging_list(account: VastAccount, first_showing_read: int | None) -> Callable[[Recorded], dict[str, Any]]:
+    """Vast's list, eventually consistent: a machine just created appears only from read ``first_showing_read``
+    (None: it never appears while this list answers)."""
+    reads: list[Recorded] = []
+
+    def listing(request: Recorded) -> dict[str, Any]:
+        reads.append(request)
+        shows = first_showing_read is not None and len(reads) >= first_showing_read
+        rows = [account.row()] if shows and account.label and not account.gone() else []
+        return {"instances": rows, "next_token": None}
+
+    return listing
+
+
+def test_ctrl_c_in_a_stalled_create_asks_a_lagging_list_again_and_ends_the_machine(
+    api: ReplayServer, tmp_path: Path
+) -> None:
+    """Issue 38, D1: one empty read of the list decided "nothing was launched" and the machine billed on."""
+    account = VastAccount(create_hold=threading.Event())
+    route_vast(api, account, listing=lagging_list(account, first_showing_read=3))
+    child = start(api, tmp_path / "data")
+    wait_until(lambda: bool(api.calls("PUT", CREATE)), "the rental request", child)
+    child.process.send_signal(signal.SIGINT)
+    assert finish(child) == 130, child.stderr()
+
+    assert len(api.calls("GET", LIST)) >= 3
+    assert len(api.calls("DELETE", INSTANCE)) == 1 and account.gone()
+    entry = only_entry(tmp_path / "data")
+    assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
+    assert "vast machine 4020 was terminated (the provider confirmed it)" in child.stderr()
+    assert "nothing was launched" not in child.stderr()
+
+
+def test_a_machine_the_list_never_shows_keeps_its_launch_open_for_the_next_sweep(
+    api: ReplayServer, tmp_path: Path
+) -> None:
+    account = VastAccount(create_hold=threading.Event())
+    listing = lagging_list(account, first_showing_read=None)
+    route_vast(api, account, listing=lambda request: listing(request))
+    child = start(api, tmp_path / "data")
+    wait_until(lambda: bool(api.calls("PUT", CREATE)), "the rental request", child)
+    child.process.send_signal(signal.SIGINT)
+    assert finish(child) == 130, child.stderr()
+
+    # Asked more than once, and never closed as "not launched" on the strength of an empty list.
+    assert len(api.calls("GET", LIST)) > 1 and not api.calls("DELETE", INSTANCE)
+    entry = only_entry(tmp_path / "data")
+    assert entry.is_open and entry.state is LaunchState.INTENDED and entry.instance_id is None
+    assert "outcome unknown" in (entry.reason or "")
+    stderr = child.stderr()
+    assert "nothing was launched" not in stderr and "no machine was running" not in stderr
+    assert "scriba offload sweep" in stderr and "Traceback" not in stderr
+
+    # The list catches up; the next sweep (what `offload sweep` and every start run) finds the machine and ends it.
+    listing = lagging_list(account, first_showing_read=1)
+    clock = FakeClock()
+    provider = VastAI("vast-key", base_url=api.url + "/api", sleep=clock.sleep, clock=clock.monotonic)
+    assert sweep_left_behind(tmp_path / "data", lambda message: None, providers={"vast": provider}) == 0
+    entry = only_entry(tmp_path / "data")
+    assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
+    assert len(api.calls("DELETE", INSTANCE)) == 1 and account.gone()
 
 
 @pytest.mark.parametrize("moment", ["during the create", "while the machine boots"])

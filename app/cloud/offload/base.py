@@ -102,6 +102,10 @@ class OffloadTiming:
     reconnect_wait_s: float = 1.0
     terminate_attempts: int = 5
     verify_timeout_s: float = 120.0  # how long the provider's list is watched for the machine to be gone
+    # After a launch whose outcome is unclear, the provider's list is read this many times, this far apart:
+    # providers' lists are eventually consistent and may show a machine only some seconds after its create.
+    unclear_launch_reads: int = 6
+    unclear_launch_spacing_s: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -154,8 +158,9 @@ class Teardown:
     """How the teardown ended, for the caller to tell the user the truth.
 
     ``terminated``: the provider confirmed every machine gone. ``nothing_to_end``: no machine was rented (the
-    user's own host, a launch the provider refused, or an unclear launch whose label the provider's list does not
-    show). ``unconfirmed``: a machine may still be billing; ``message`` says which and what to do.
+    user's own host, or a launch the provider refused). ``unconfirmed``: a machine may still be billing (one
+    that would not end, or an unclear launch the provider's list never showed); ``message`` says which and
+    what to do.
     ``ledger_errors``: ledger writes that failed (the teardown went on without them)."""
 
     state: TeardownState = "not_started"

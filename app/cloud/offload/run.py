@@ -12,7 +12,8 @@ Three rules keep a machine from billing unnoticed:
 
 * a launch whose outcome is unclear (Ctrl-C or SIGTERM during the request, a lost answer, an answer in a shape
   Scriba does not know) is never written down as "not launched" on a guess: the machine is looked for by its
-  label in the provider's own list, ended when found, and the entry is closed only when that list shows none;
+  label in the provider's own list, read several times spaced out (that list lags a create), and ended when
+  found; when it never shows, the entry stays open for the next sweep to ask again;
 * the teardown needs no disk write to begin: it terminates first and records afterwards, best-effort, saying so
   when the ledger could not be written (a full or read-only data disk);
 * in the main thread the teardown holds SIGINT and SIGTERM back (a second Ctrl-C says it is still tearing down),
@@ -639,34 +640,52 @@ class Offload:
             self._record("the refused launch", self.ledger.record_not_launched, ledger_id, _one_line(failure))
             return ()
         # The launch may have created a machine (an interrupt or a lost answer mid-request): only the provider's
-        # own list can tell. Never guess "not launched".
+        # own list can tell, and it may lag the create, so it is read several times. Never guess "not launched".
         self._emit("status", f"the launch was interrupted; looking for a machine labelled {label}")
-        try:
-            found = [item for item in self.provider.list_ours(label) if item.label == label]
-        except Exception as error:
-            self.teardown.state = "unconfirmed"
-            self.teardown.message = (
-                f"the launch of {label} was interrupted and {self.provider.name}'s list of machines could not be "
-                f"read ({_one_line(error)}): a machine may be billing. Check the provider's console; Scriba looks "
-                "for it again at its next start and with `scriba offload sweep`."
-            )
-            self._record("the unclear launch", self.ledger.record_failed, ledger_id, self.teardown.message)
-            self._emit("status", self.teardown.message)
-            return None
-        live = [item for item in found if item.state != "terminated"]
-        if not live:
-            self._record(
-                "the launch that created nothing",
-                self.ledger.record_not_launched,
-                ledger_id,
-                f"interrupted launch; {self.provider.name} lists no machine labelled {label}",
-            )
-            self.teardown.message = f"{self.provider.name} lists no machine labelled {label}: nothing was launched"
-            self._emit("status", self.teardown.message)
-            return ()
-        self._record("the instance id", self.ledger.record_instance, ledger_id, live[0].instance_id)
-        self._emit("status", f"the interrupted launch did create {', '.join(i.instance_id for i in live)}")
-        return tuple(item.instance_id for item in live)
+        live, errors, reads = self._look_for_launched(label)
+        if live:
+            self._record("the instance id", self.ledger.record_instance, ledger_id, live[0].instance_id)
+            self._emit("status", f"the interrupted launch did create {', '.join(i.instance_id for i in live)}")
+            return tuple(item.instance_id for item in live)
+        window = self.timing.unclear_launch_spacing_s * max(0, self.timing.unclear_launch_reads - 1)
+        name = self.provider.name
+        if reads == 0:
+            looked = f"{name}'s list of machines could not be read ({errors[-1]})"
+        else:
+            looked = f"{name} did not list a machine labelled {label} in {reads} reads over {window:.0f} s"
+        # The entry stays open (launch outcome unknown), so that the next sweep asks again.
+        self.teardown.state = "unconfirmed"
+        self.teardown.message = (
+            f"the launch of {label} was interrupted and {looked}: the outcome is unknown, and a machine may be "
+            f"billing (a provider's list can lag behind a create). Scriba keeps this launch open and asks {name} "
+            "again at its next start and with `scriba offload sweep`, ending the machine if it appears; to be sure "
+            "now, check the provider's console."
+        )
+        unknown = f"launch outcome unknown: {self.teardown.message}"
+        self._record("the unclear launch", self.ledger.record_failed, ledger_id, unknown)
+        self._emit("status", self.teardown.message)
+        return None
+
+    def _look_for_launched(self, label: str) -> tuple[list[Instance], list[str], int]:
+        """Read the provider's list for a machine labelled ``label``, several times spaced out (its list may lag
+        the create). Returns the live machines found (stops at the first read that shows one), the read errors,
+        and how many reads answered."""
+        errors: list[str] = []
+        reads = 0
+        attempts = max(1, self.timing.unclear_launch_reads)
+        for attempt in range(attempts):
+            try:
+                found = [item for item in self.provider.list_ours(label) if item.label == label]
+            except Exception as error:
+                errors.append(_one_line(error))
+            else:
+                reads += 1
+                live = [item for item in found if item.state != "terminated"]
+                if live:
+                    return live, errors, reads
+            if attempt + 1 < attempts:
+                time.sleep(self.timing.unclear_launch_spacing_s)
+        return [], errors, reads
 
     def _terminate_verified(self, instance_id: str) -> bool:
         for attempt in range(self.timing.terminate_attempts):
