@@ -109,3 +109,82 @@ def test_a_word_without_duration_takes_the_turn_it_lies_in() -> None:
     # Where two people talk at once at that instant, the longer turn is the one it lies in.
     segments, _, _ = assign_speakers([segment], [Turn(10.41, 14.25, "Diane"), Turn(11.9, 12.3, "Sheila")])
     assert segments[0].words[1].speaker == segments[0].words[0].speaker
+
+
+def one_word_per_sentence(*spec: tuple[float, float, str]) -> Segment:
+    """Words that each end a sentence: no speaker change moves to a sentence end, so each word keeps the speaker
+    its own overlap gives it."""
+    return Segment(spec[0][0], spec[-1][1], " ".join(text for *_, text in spec), words(*spec))
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        # A handover at 1.0 s. "Yes." runs 0.8-1.5 s: 0.2 s in A's turn, 0.5 s in B's, so it is B's word.
+        ((0.8, 1.5, " Yes."), "B"),
+        # "Right." runs 0.4-1.1 s: 0.6 s in A's turn, 0.1 s in B's, so it is A's.
+        ((0.4, 1.1, " Right."), "A"),
+    ],
+    ids=["later-turn-holds-more", "earlier-turn-holds-more"],
+)
+def test_a_word_spanning_a_handover_takes_the_turn_holding_more_of_it(
+    word: tuple[float, float, str], expected: str
+) -> None:
+    # "Hi." is A's alone and "Bye." B's alone: they fix which public name is A and which B.
+    segment = one_word_per_sentence((0.0, 0.3, " Hi."), word, (2.0, 2.4, " Bye."))
+    turns = [Turn(0.0, 1.0, "A"), Turn(1.0, 3.0, "B")]
+    segments, _, _ = assign_speakers([segment], turns)
+    public = {"A": segments[0].speaker, "B": segments[-1].speaker}
+    assert public["A"] != public["B"]
+    labelled = [w for s in segments for w in s.words]
+    assert labelled[1].speaker == public[expected], [(w.word, w.speaker) for w in labelled]
+
+
+def test_a_speakers_overlaps_add_up_across_their_turns() -> None:
+    """ "Okay." (1.0-2.0 s) lies in A's turn for 0.3 s, B's for 0.4 s, then A's again for 0.3 s: A holds 0.6 s
+    of it, more than B's 0.4 s, although B's single turn holds the most."""
+    segment = one_word_per_sentence((0.0, 0.5, " Hi."), (1.0, 2.0, " Okay."), (3.0, 3.5, " Bye."))
+    turns = [Turn(0.0, 1.3, "A"), Turn(1.3, 1.7, "B"), Turn(1.7, 2.5, "A"), Turn(2.5, 4.0, "B")]
+    segments, _, _ = assign_speakers([segment], turns)
+    labelled = [w for s in segments for w in s.words]
+    assert [w.speaker for w in labelled] == ["SPEAKER_00", "SPEAKER_00", "SPEAKER_01"]
+
+
+# The sentence snap reaches SNAP_WORDS = 2 words from a speaker change. The expectations below are written out:
+# a change two words after a sentence end moves back to it, three words after it stays; the same forwards.
+def _labelled(texts: list[str], handover: int) -> list[tuple[str, str | None]]:
+    """Words 0.5 s each; A's turn covers the first ``handover`` words, B's the rest."""
+    spec = tuple((0.5 * i, 0.5 * i + 0.5, f" {text}") for i, text in enumerate(texts))
+    segment = Segment(0.0, 0.5 * len(texts), " ".join(texts), words(*spec))
+    turns = [Turn(0.0, 0.5 * handover, "A"), Turn(0.5 * handover, 0.5 * len(texts), "B")]
+    segments, _, _ = assign_speakers([segment], turns)
+    return [(s.speaker or "", s.text) for s in segments]
+
+
+def test_a_change_two_words_after_a_sentence_end_moves_back_to_it() -> None:
+    texts = ["Right.", "so", "we", "go", "on", "now", "then", "okay"]
+    assert _labelled(texts, handover=3) == [("SPEAKER_00", "Right."), ("SPEAKER_01", "so we go on now then okay")]
+
+
+def test_a_change_three_words_after_a_sentence_end_stays() -> None:
+    texts = ["Right.", "so", "we", "all", "go", "on", "now", "then", "okay"]
+    assert _labelled(texts, handover=4) == [("SPEAKER_00", "Right. so we all"), ("SPEAKER_01", "go on now then okay")]
+
+
+def test_a_change_two_words_before_a_sentence_end_moves_forward_to_it() -> None:
+    texts = ["we", "will", "go", "there", "today.", "Fine", "by", "me", "then"]
+    expected = [("SPEAKER_00", "we will go there today."), ("SPEAKER_01", "Fine by me then")]
+    assert _labelled(texts, handover=3) == expected
+
+
+def test_a_change_three_words_before_a_sentence_end_stays() -> None:
+    texts = ["we", "will", "go", "out", "there", "today.", "Fine", "by", "me", "then"]
+    expected = [("SPEAKER_00", "we will go"), ("SPEAKER_01", "out there today. Fine by me then")]
+    assert _labelled(texts, handover=3) == expected
+
+
+def test_the_snap_reaches_the_first_word_but_not_past_the_last() -> None:
+    # A sentence end at the very first word is one to snap to.
+    assert _labelled(["Yes.", "we", "can", "go"], handover=2) == [("SPEAKER_00", "Yes."), ("SPEAKER_01", "we can go")]
+    # The transcript's last word is not: the new speaker's whole run would vanish into the old one.
+    assert _labelled(["we", "will", "go", "now."], handover=3) == [("SPEAKER_00", "we will go"), ("SPEAKER_01", "now.")]
