@@ -8,13 +8,14 @@ import contextlib
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import OffloadEvent, OffloadResult
     from app.cloud.offload.run import Offload
+    from app.cloud.providers import Provider
     from app.core.queue.jobs import JobOptions
 
 from app.cli.common import add_job_options, job_options_from_args
@@ -455,17 +456,28 @@ def add_sweep_and_key_parsers(offload_commands: argparse._SubParsersAction[argpa
     key.add_argument("provider", choices=PROVIDERS[1:])
 
 
-def cmd_offload_sweep(data_dir: Path) -> int:
-    from app.cloud.offload.base import OffloadError
-    from app.cloud.offload.launch import ledger_for
+def cmd_offload_sweep(
+    data_dir: Path,
+    providers: Mapping[str, Provider] | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> int:
+    """``providers``: default, every provider whose key is set; ``notify`` hears what the sweep finds and does
+    (default: standard error)."""
+    from app.cloud.offload.launch import ledger_for_sweep
     from app.cloud.providers import configured_providers
 
-    try:
-        ledger = ledger_for(data_dir)
-    except OffloadError as error:
-        print(f"scriba: error: {error}", file=sys.stderr)
-        return ExitCode.FAILED
-    providers = configured_providers()
+    tell = notify or (lambda message: print(message, file=sys.stderr))
+    opened = ledger_for_sweep(data_dir)
+    if providers is None:
+        providers = configured_providers()
+    if not opened.readable:
+        try:
+            return _sweep_from_providers(opened, providers, tell)
+        finally:
+            if opened.ledger is not None:
+                opened.ledger.close()
+    ledger = opened.ledger
+    assert ledger is not None
     if not ledger.open_entries() and not providers:
         print(
             "the ledger is clean: no machine was left running (no provider key is set, so no provider's list was read)"
@@ -473,7 +485,7 @@ def cmd_offload_sweep(data_dir: Path) -> int:
         return ExitCode.OK
     # Every provider with a key is asked for its own list, even when the ledger looks clean: a ledger that was
     # wrong or could not be written must not hide a machine that bills.
-    results = ledger.sweep_orphans(providers, lambda message: print(message, file=sys.stderr))
+    results = ledger.sweep_orphans(providers, tell)
     still_open = ledger.open_entries()
     unknown = [result for result in results if result.outcome == "unknown_machine"]
     if not still_open and not unknown:
@@ -485,6 +497,33 @@ def cmd_offload_sweep(data_dir: Path) -> int:
         + (f"; {len(unknown)} machine(s) not in this ledger" if unknown else "")
     )
     return ExitCode.FAILED
+
+
+def _sweep_from_providers(opened: Any, providers: Mapping[str, Provider], tell: Callable[[str], None]) -> int:
+    """The ledger cannot be read: end every machine that carries Scriba's label in each provider's own list."""
+    from app.cloud.offload.ledger import end_labelled_machines
+
+    if not providers:
+        print(
+            f"scriba: error: {opened.problem}. No provider key is set, so no provider's own list of machines can be "
+            "read either: set one with `scriba offload key set PROVIDER` and run `scriba offload sweep` again, or "
+            "check each provider's console.",
+            file=sys.stderr,
+        )
+        return ExitCode.FAILED
+    checked = ", ".join(provider.title for provider in providers.values())
+    tell(
+        f"{opened.problem}. Without its entries, this sweep works from each provider's own list of machines "
+        f"({checked}): every machine labelled scriba-… is ended, even one that a run of Scriba still uses."
+    )
+    results = end_labelled_machines(providers, tell, opened.ledger)
+    ended = [result for result in results if result.outcome == "terminated"]
+    failed = [result for result in results if result.outcome == "failed"]
+    print(
+        f"{len(ended)} machine(s) ended from the providers' own lists"
+        + (f"; {len(failed)} could not be confirmed ended or checked" if failed else "")
+    )
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 def cmd_offload_key(args: argparse.Namespace) -> int:

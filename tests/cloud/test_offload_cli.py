@@ -176,3 +176,16 @@ def test_a_data_disk_that_takes_no_write_is_one_line_and_rents_nothing(tmp_path:
         assert "Traceback" not in result.stderr, name
         [line] = result.stderr.strip().splitlines()
         assert line.startswith("scriba: error: the cloud ledger") and "cannot be opened or written" in line
+
+
+def test_sweep_with_a_damaged_ledger_and_no_key_sets_it_aside_and_says_what_to_do(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    damaged = b"SQLite format 3\x00 but only the header survived" * 50
+    (data / "cloud-ledger.sqlite3").write_bytes(damaged)
+    result = scriba("--data-dir", str(data), "offload", "sweep")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "is damaged" in line and "scriba offload key set" in line
+    [aside] = data.glob("cloud-ledger.sqlite3.damaged-*")
+    assert aside.read_bytes() == damaged and str(aside) in line

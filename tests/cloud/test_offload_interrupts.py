@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from app.cli.offload import cmd_offload_sweep
 from app.cloud.offload.launch import sweep_left_behind
 from app.cloud.offload.ledger import LaunchState, Ledger
 from app.cloud.providers import VastAI
@@ -307,6 +308,40 @@ def test_after_kill_9_the_next_start_sweep_ends_the_machine(api: ReplayServer, t
     entry = only_entry(tmp_path / "data")
     assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
     assert len(api.calls("DELETE", INSTANCE)) == 1 and "terminating it now" in messages[0]
+
+
+def test_a_damaged_ledger_after_kill_9_does_not_stop_the_sweep_from_ending_the_machine(
+    api: ReplayServer, tmp_path: Path
+) -> None:
+    """Issue 38, D2: with a ledger that is not a database, `offload sweep` gave up before asking any provider, and
+    the machine a kill -9 left running could not be ended by any command."""
+    account = VastAccount()
+    route_vast(api, account)
+    data = tmp_path / "data"
+    child = start(api, data)
+    wait_until(lambda: bool(api.calls("GET", INSTANCE)), "the wait for the machine", child)
+    child.process.kill()
+    assert finish(child) == -signal.SIGKILL
+    damaged = b"not a ledger: the disk mangled this file " * 200
+    (data / "cloud-ledger.sqlite3").write_bytes(damaged)
+    for companion in data.glob("cloud-ledger.sqlite3-*"):
+        companion.unlink()
+
+    clock = FakeClock()
+    messages: list[str] = []
+    provider = VastAI("vast-key", base_url=api.url + "/api", sleep=clock.sleep, clock=clock.monotonic)
+    # What `scriba offload sweep` runs, with this provider's key set.
+    assert cmd_offload_sweep(data, providers={"vast": provider}, notify=messages.append) == 0, messages
+
+    assert len(api.calls("DELETE", INSTANCE)) == 1 and account.gone()
+    told = "\n".join(messages)
+    assert "damaged" in told and "provider's own list" in told and "4020" in told
+    # Set aside, never deleted: the damaged bytes are kept under a new name that the message gives.
+    [aside] = [path for path in data.iterdir() if path.name.startswith("cloud-ledger.sqlite3.damaged-")]
+    assert aside.read_bytes() == damaged and str(aside) in told
+    # The fresh ledger records what the sweep ended.
+    entry = only_entry(data)
+    assert entry.instance_id == "4020" and entry.state is LaunchState.TERMINATED and entry.verified
 
 
 def test_a_data_disk_that_takes_no_write_does_not_stop_the_teardown(api: ReplayServer, tmp_path: Path) -> None:

@@ -3,17 +3,20 @@ machines, the pinned known-hosts file, the ledger, and a live offer for the row 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.cloud.offload.base import OffloadConfig, OffloadError, RemoteSetup
-from app.cloud.offload.ledger import Ledger
+from app.cloud.offload.ledger import DATABASE_NAME, Ledger
 from app.cloud.offload.run import Offload
 from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
 from app.cloud.types import Offer
 from app.core.queue.jobs import JobOptions
+from app.core.queue.sqlite_db import NewerFileError, is_corruption, move_aside
 
 
 def cloud_dir(data_dir: Path) -> Path:
@@ -24,14 +27,66 @@ def cloud_dir(data_dir: Path) -> Path:
 
 def ledger_for(data_dir: Path) -> Ledger:
     """The ledger in ``data_dir``; :class:`OffloadError` (one line) when it cannot be opened or written."""
-    path = data_dir / "cloud-ledger.sqlite3"
+    path = data_dir / DATABASE_NAME
     try:
         return Ledger(path)
     except (sqlite3.Error, OSError) as error:  # a full or read-only data disk, a broken file
+        advice = (
+            "run `scriba offload sweep`: it sets the damaged file aside (kept) and ends Scriba's machines from the "
+            "providers' own lists"
+            if is_corruption(error)
+            else "free space in Scriba's data folder, or make it writable, and try again"
+        )
         raise OffloadError(
             f"the cloud ledger {path} cannot be opened or written ({type(error).__name__}: {error}). Nothing is "
-            "rented without it: free space in Scriba's data folder, or make it writable, and try again."
+            f"rented without it: {advice}."
         ) from None
+
+
+@dataclass
+class SweepLedger:
+    """The ledger as `offload sweep` finds it. ``readable`` False: its entries are lost to the sweep, which then
+    works from the providers' own lists; ``ledger`` is then a fresh one to record in (None: none could be made),
+    and ``problem`` says what happened to the old file."""
+
+    ledger: Ledger | None
+    readable: bool
+    problem: str = ""
+
+
+def ledger_for_sweep(data_dir: Path) -> SweepLedger:
+    """Open the ledger for a sweep; a damaged one (not a database, a malformed page) is moved aside, kept and never
+    deleted, and a fresh ledger started beside it. One that cannot be opened for another reason (a read-only or
+    locked file, a newer Scriba's) is left where it is."""
+    path = data_dir / DATABASE_NAME
+    ledger: Ledger | None = None
+    try:
+        ledger = Ledger(path)
+        ledger.entries()  # every row read now: a damaged page fails here, not halfway through the sweep
+        return SweepLedger(ledger, True)
+    except (sqlite3.Error, OSError, NewerFileError) as error:
+        if ledger is not None:
+            with contextlib.suppress(Exception):
+                ledger.close()
+        problem = f"{type(error).__name__}: {error}"
+        if not is_corruption(error):
+            return SweepLedger(
+                None, False, f"the cloud ledger {path} cannot be opened or written ({problem}); it was left as it is"
+            )
+        try:
+            aside = move_aside(path, "damaged")
+        except OSError as move_error:
+            return SweepLedger(
+                None,
+                False,
+                f"the cloud ledger {path} is damaged ({problem}) and could not be moved aside ({move_error}); "
+                "it was left as it is",
+            )
+    told = f"the cloud ledger {path} is damaged ({problem}): it was moved to {aside} (kept, not deleted)"
+    try:
+        return SweepLedger(Ledger(path), False, f"{told} and a new ledger was started")
+    except (sqlite3.Error, OSError) as error:
+        return SweepLedger(None, False, f"{told}; a new ledger could not be started ({type(error).__name__}: {error})")
 
 
 def sweep_left_behind(

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.cloud.providers.base import LABEL_PREFIX, Provider, ProviderError
-from app.cloud.types import Offer
+from app.cloud.types import Instance, Offer
 from app.core.errors import ScribaError
 from app.core.queue.sqlite_db import SqliteDatabase, process_started_at
 from app.core.queue.sqlite_db import owner_alive as process_alive
@@ -571,6 +571,90 @@ class Ledger(SqliteDatabase):
             )
         self.record_terminated(entry.id, verified=True)
         return done("terminated", f"{provider.title} machine {', '.join(ids)} ({entry.label}) is terminated.", ids)
+
+
+def end_labelled_machines(
+    providers: Mapping[str, Provider],
+    notify: Callable[[str], None],
+    ledger: Ledger | None = None,
+    *,
+    verify_timeout_s: float = 300.0,
+    poll_s: float = 5.0,
+) -> list[SweepResult]:
+    """The sweep when the ledger cannot be read: every machine that carries Scriba's label (``scriba-…``) in a
+    provider's own list is terminated and verified, since nothing can tell a left-over machine from one in use.
+
+    ``ledger``: a fresh ledger to record what is done in (best-effort: a write that fails does not stop the
+    termination); a machine that cannot be confirmed gone then stays open there for the next sweep."""
+    results: list[SweepResult] = []
+    for name, provider in providers.items():
+        if name in NOT_RENTED:
+            continue
+        try:
+            listed = provider.list_ours(LABEL_PREFIX)
+        except ProviderError as error:
+            message = (
+                f"Could not read {provider.title}'s list of machines: {error} A machine of Scriba's there may be "
+                f"billing: look at {provider.console_url}, or run `scriba offload sweep` again."
+            )
+            _tell(notify, message)
+            results.append(SweepResult(0, name, "", (), "failed", message))
+            continue
+        for instance in listed:
+            label = instance.label or ""
+            if instance.state == "terminated" or not label.startswith(LABEL_PREFIX):
+                continue
+            results.append(_end_without_entry(ledger, name, provider, instance, notify, verify_timeout_s, poll_s))
+    return results
+
+
+def _end_without_entry(
+    ledger: Ledger | None,
+    name: str,
+    provider: Provider,
+    instance: Instance,
+    notify: Callable[[str], None],
+    verify_timeout_s: float,
+    poll_s: float,
+) -> SweepResult:
+    label = instance.label or ""
+    entry_id = 0
+
+    def write(action: Callable[[], Any]) -> Any:
+        # Best-effort: ending the machine must not depend on a ledger write.
+        try:
+            return action()
+        except (sqlite3.Error, OSError, ScribaError) as error:
+            log.warning("ledger: a write during the ledger-less sweep failed: %s", error)
+            return None
+
+    if ledger is not None:
+        entry_id = write(lambda: ledger.record_intent(name, instance.offer or "unknown", label, "offload sweep")) or 0
+        if entry_id:
+            write(lambda: ledger.record_instance(entry_id, instance.instance_id))
+            write(lambda: ledger.record_terminate_requested(entry_id))
+    _tell(
+        notify,
+        f"{provider.title} machine {instance.instance_id} ({label}, {instance.state}) carries Scriba's label and may "
+        "be billing: terminating it now.",
+    )
+    try:
+        provider.terminate_verified(instance.instance_id, timeout_s=verify_timeout_s, poll_s=poll_s)
+    except ProviderError as error:
+        reason = str(error)
+        if ledger is not None and entry_id:
+            write(lambda: ledger.record_failed(entry_id, reason))
+        message = (
+            f"Could not confirm that {provider.title} machine {instance.instance_id} ({label}) is terminated: "
+            f"{reason} End it at {provider.console_url}."
+        )
+        _tell(notify, message)
+        return SweepResult(entry_id, name, label, (instance.instance_id,), "failed", message)
+    if ledger is not None and entry_id:
+        write(lambda: ledger.record_terminated(entry_id, verified=True))
+    message = f"{provider.title} machine {instance.instance_id} ({label}) is terminated."
+    _tell(notify, message)
+    return SweepResult(entry_id, name, label, (instance.instance_id,), "terminated", message)
 
 
 def _tell(notify: Callable[[str], None], message: str) -> None:
