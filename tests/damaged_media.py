@@ -92,3 +92,31 @@ def fill(disk: Path) -> Path:
             stream.write(b"\0" * 512)
             stream.flush()
     return filler
+
+
+def mp3_with_a_damaged_middle(wav: Path, path: Path, seconds: float = 60.0) -> tuple[float, float]:
+    """The first ``seconds`` of a real recording as a constant-bit-rate MP3 (64 kb/s) whose middle fifth of bytes
+    was overwritten with noise, as a bad sector does. Returns where the damage lies in the recording, in seconds
+    (at a constant bit rate, bytes are time)."""
+    import av
+
+    samples, rate = soundfile.read(wav, dtype="float32")
+    samples = samples[: int(seconds * rate)]
+    with av.open(str(path), "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=rate)
+        stream.layout = "mono"
+        stream.bit_rate = 64000
+        frame_size = stream.codec_context.frame_size or 1152
+        for start in range(0, len(samples), frame_size):
+            chunk = (samples[start : start + frame_size] * 32767).astype(np.int16)
+            frame = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="s16", layout="mono")
+            frame.sample_rate, frame.pts = rate, start
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    data = bytearray(path.read_bytes())
+    first, last = int(len(data) * 0.4), int(len(data) * 0.6)
+    data[first:last] = np.random.default_rng(38).bytes(last - first)
+    path.write_bytes(bytes(data))
+    return 0.4 * seconds, 0.6 * seconds

