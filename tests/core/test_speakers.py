@@ -16,6 +16,7 @@ from app.core.engine.speakers import (
     MATCH_THRESHOLD,
     SpeakerLibrary,
     SpeakerLibraryError,
+    Voiceprint,
     enroll,
     identify,
     solo_spans,
@@ -134,6 +135,56 @@ def test_one_name_is_never_given_twice(library_dir: Path, encoder: SpeakerEncode
         assert identify({half: prints[half]}, library)[half].name == "MEE009"
     names = [match.name for match in identify(prints, library).values()]
     assert names.count("MEE009") == 1 and names.count("MEE012") == 1
+
+
+# The closest pairs of different real people among the real-speech recordings (benchmarks/speaker_similarity.py,
+# voiceprints from the reference turns): different people score 0.40-0.86 there, so a stranger in 0.80-0.87 must
+# still be a stranger. (enrolled recording, person, other recording, another person, their similarity)
+CLOSE_STRANGERS = [
+    ("ami_EN2005a_0-30", "FEE083", "ami_EN2006b_0-30", "FEE088", 0.829),
+    ("ami_ES2003a_0-30", "MEE009", "ami_EN2002a_0-30", "MEE073", 0.832),
+]
+
+
+def reference_print(encoder: SpeakerEncoder, real: Path, stem: str, person: str) -> Voiceprint:
+    prints = speaker_voiceprints(encoder, decode_audio(real / f"{stem}.wav"), rttm_turns(real / f"{stem}.rttm"))
+    voice = prints[person]
+    assert voice is not None
+    return voice
+
+
+@pytest.mark.parametrize(
+    ("enrolled_in", "enrolled", "heard_in", "stranger", "measured"), CLOSE_STRANGERS, ids=["women", "men"]
+)
+def test_a_stranger_whose_voice_is_close_to_a_known_one_stays_unnamed(
+    tmp_path: Path,
+    encoder: SpeakerEncoder,
+    real: Path,
+    enrolled_in: str,
+    enrolled: str,
+    heard_in: str,
+    stranger: str,
+    measured: float,
+) -> None:
+    library = SpeakerLibrary.load(tmp_path)
+    library.add(enrolled, reference_print(encoder, real, enrolled_in, enrolled), enrolled_in)
+    match = identify({"A": reference_print(encoder, real, heard_in, stranger)}, library.known())["A"]
+    # The pair is as close as measured (so it tests what it says), and the stranger gets no name.
+    assert match.similarity == pytest.approx(measured, abs=0.01)
+    assert match.closest == enrolled
+    assert match.name is None and match.speaker == "A"
+
+
+def test_the_same_person_in_another_meeting_is_named_from_reference_turns(
+    tmp_path: Path, encoder: SpeakerEncoder, real: Path
+) -> None:
+    """FEE083 speaks in EN2005a and in EN2009b (0.917 between the two): the threshold that keeps the close
+    strangers above unnamed still names her."""
+    library = SpeakerLibrary.load(tmp_path)
+    library.add("FEE083", reference_print(encoder, real, "ami_EN2005a_0-30", "FEE083"), "EN2005a")
+    match = identify({"A": reference_print(encoder, real, "ami_EN2009b_0-30", "FEE083")}, library.known())["A"]
+    assert match.similarity == pytest.approx(0.917, abs=0.01)
+    assert match.name == "FEE083"
 
 
 @pytest.fixture(scope="module")
