@@ -215,6 +215,41 @@ def test_one_hour_of_large_v3_lists_every_provider_cheapest_first(throughput: Th
     assert same.breakdown.diarize_s == 0 and same.est_seconds < g4dn.est_seconds
 
 
+def test_the_estimated_time_is_every_stage_added_up_boot_included(tmp_path: Path) -> None:
+    """Every figure the estimate uses is set here, and the expected time is summed here from them: a stage left
+    out of the total (the boot, say) shows as a wrong sum, not as the code agreeing with its own definition."""
+    measured = MeasuredSpeeds(tmp_path / "speeds.json")
+    measured.record("RTX 4090", "turbo", 40.0, "test")
+    measured.record("RTX 4090", "any", 60.0, "test", task="diarize")
+    assumptions = table_only(
+        upload_mbps=8,
+        user_download_mbps=4,
+        provider_download_mbps=800,
+        setup_seconds=100,
+        diarize_setup_seconds=50,
+        model_load_seconds=10,
+        transfer_overhead_seconds=2,
+        result_bytes_per_audio_hour=1_000_000,
+    )
+    card = offer("RTX 4090", 24, 0.36, boot_minutes=4)
+    job = Job(3600, "turbo", upload_bytes=10_000_000)
+    option = estimate(job, offers=[card], assumptions=assumptions, throughput=Throughput(measured=measured)).options[0]
+
+    boot = 4 * 60
+    setup = 100 + 50
+    model_download = CATALOG["turbo"].size_mb * 8 / 800  # MB over the provider's 800 Mbit/s
+    upload = 10 * 8 / 8 + 2  # 10 MB at 8 Mbit/s, plus the handshake
+    transcribe = 3600 / 40 + 10  # 40x real time, plus loading the model
+    diarize = 3600 / 60
+    download = 1 * 8 / 4 + 2  # 1 MB of results at 4 Mbit/s, plus the handshake
+    expected = boot + setup + model_download + upload + transcribe + diarize + download
+    assert option.breakdown.boot_s == pytest.approx(boot)
+    assert option.est_seconds == pytest.approx(expected)
+    assert option.to_dict()["est_seconds"] == pytest.approx(expected, abs=0.05)
+    assert option.billed_seconds == math.ceil(expected)  # billed by the second
+    assert option.est_cost_usd == pytest.approx(math.ceil(expected) / 3600 * 0.36)
+
+
 def test_a_model_that_does_not_fit_the_card_is_excluded_with_the_reason(throughput: Throughput) -> None:
     small_card = offer("RTX 3070 Ti", 8)
     eleven_gb = offer("RTX 3060", 11, name="11 GB card")
