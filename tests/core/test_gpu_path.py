@@ -169,6 +169,59 @@ def test_out_of_memory_halves_the_batch_and_finishes(pretend_gpu: list[tuple[str
     assert [segment.text for segment in result.segments] == [segment.text for segment in direct.segments]
 
 
+class _MemoryShrinks:
+    """faster-whisper's batched pipeline on a card where another program takes memory after the first piece:
+    batch 8 fits the first call, from the second call on only ``limit`` does (records each try)."""
+
+    def __init__(self, limit: int, tries: list[int]) -> None:
+        self.limit = limit
+        self.tries = tries
+
+    def __call__(self, model: Any) -> Any:
+        from faster_whisper import BatchedInferencePipeline
+
+        real = BatchedInferencePipeline(model=model)
+        limit, tries = self.limit, self.tries
+
+        class Pipeline:
+            def transcribe(self, audio: Any, batch_size: int, **kwargs: Any) -> tuple[Iterator[Any], Any]:
+                tries.append(batch_size)
+                segments, info = real.transcribe(audio, batch_size=batch_size, **kwargs)
+                if len(tries) == 1 or batch_size <= limit:
+                    return segments, info
+
+                def failing() -> Iterator[Any]:
+                    raise RuntimeError(CUDA_OOM)
+                    yield
+
+                return failing(), info
+
+        return Pipeline()
+
+
+def test_out_of_memory_in_the_second_piece_keeps_the_halved_batch_for_the_rest(
+    pretend_gpu: list[tuple[str, str]], sample_dir: Path
+) -> None:
+    """The call (30 s) in pieces of about 10 s: three pieces. The second runs out of memory at batch 8 and is
+    redone at 4; the third must start at 4, not try 8 again."""
+    audio = decode_audio(sample_dir / "sample.wav")
+    tries: list[int] = []
+    transcriber = Transcriber(
+        TranscriptionOptions(
+            model="tiny.en", device="cuda", language="en", compute_type="int8", batch_size=8, piece_s=10.0
+        ),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=_MemoryShrinks(4, tries),
+        memory_probe=_gpu_memory(6000),
+    )
+    result = transcriber.transcribe(audio)
+    # piece 1 at 8; piece 2 at 8 (out of memory), again at 4; piece 3 at 4.
+    assert tries == [8, 8, 4, 4]
+    assert transcriber.fallbacks == ["batch size 8: out of GPU memory, retried with 4"]
+    assert result.batch_size == 4
+    assert result.segments[-1].end > 20.0  # the third piece's words are there
+
+
 def test_out_of_memory_at_batch_one_fails_with_advice(pretend_gpu: list[tuple[str, str]], sample_dir: Path) -> None:
     tries: list[int] = []
     transcriber = Transcriber(
