@@ -165,6 +165,11 @@ def test_local_agreement_commits_the_common_prefix_and_never_repeats() -> None:
     # The model changed an early word: drop by time, then a repeated committed tail.
     changed = words((" Thanks", 0.0, 0.3), (" four", 0.3, 0.5), (" joining", 0.62, 0.9), (" the", 0.9, 1.0))
     assert [w.word for w in strip_committed(changed, committed)] == [" the"]
+    # A window starting at the end of "joining" hears it again: it is dropped, once, and so are two words again.
+    heard_again = words((" joining", 0.9, 1.0), (" the", 1.0, 1.1), (" call", 1.1, 1.4))
+    assert [w.word for w in strip_committed(heard_again, committed)] == [" the", " call"]
+    two_again = words((" for", 0.85, 0.9), (" joining", 0.9, 1.0), (" the", 1.0, 1.1))
+    assert [w.word for w in strip_committed(two_again, committed)] == [" the"]
     assert strip_committed(after, []) == after
 
 
@@ -483,6 +488,59 @@ def test_long_speech_is_committed_in_bounded_windows(speech: Speech, decoder: Wh
     said = metrics.normalise(text)
     assert not [a for a, b in itertools.pairwise(said) if a == b], f"a word repeated at a cut: {text}"
     assert metrics.wer(f"{first.text} {second.text}", text) <= 0.35, text
+
+
+class ScriptedDecoder:
+    """Whisper replaced by a script of the words said and when (the rest of dictation is real: Silero VAD, the
+    windows, agreement, the cuts). A window hears every word that ends inside it, and also the word whose end it
+    starts at: a window cut right after a word hears that word's last sound again, and Whisper writes the word
+    a second time, as it does on real speech. Each window is placed in the recording by its samples."""
+
+    def __init__(self, audio: np.ndarray, script: list[Word]) -> None:
+        self.script = script
+        self.key = 16
+        self.where = {audio[i : i + self.key].tobytes(): i for i in range(len(audio) - self.key)}
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
+        first = self.where.get(np.asarray(samples[: self.key], dtype=np.float32).tobytes())
+        assert first is not None, "a window the recording does not hold (the level was changed?)"
+        start = first / SAMPLE_RATE
+        end = start + len(samples) / SAMPLE_RATE
+        heard = [w for w in self.script if w.end > start - 0.05 and w.end <= end]
+        # Below agreement_min_probability: no word is committed early by agreement, so the cut decides.
+        return [Word(max(w.start, start) - start, w.end - start, w.word, 0.7) for w in heard]
+
+
+def test_a_word_heard_again_after_a_window_cut_is_typed_once(espeak: str) -> None:
+    """A long sentence is committed in windows of at most 4 s; each new window starts at the end of the last
+    committed word and hears that word again. Dictation must type every word once: the text below, as written."""
+    text = "Thanks for joining the call today we have a lot to cover and the budget numbers look reasonable"
+    voice, pitch = synth.VOICES[0]
+    speech = synth.speak(text, voice, pitch) * 0.8
+    lead, tail = int(0.5 * SAMPLE_RATE), int(1.5 * SAMPLE_RATE)
+    audio = np.concatenate([np.zeros(lead, np.float32), speech, np.zeros(tail, np.float32)])
+    audio += np.random.default_rng(0).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
+    # The words spread over the speech by their letters.
+    said = text.split()
+    letters = np.cumsum([0] + [len(word) + 1 for word in said])
+    begin, seconds = lead / SAMPLE_RATE, len(speech) / SAMPLE_RATE
+    script = [
+        Word(
+            begin + seconds * letters[i] / letters[-1],
+            begin + seconds * (letters[i + 1] - 1) / letters[-1],
+            f" {w}",
+            0.95,
+        )
+        for i, w in enumerate(said)
+    ]
+    assert seconds > 5.0  # longer than a window: it is cut at least once
+    options = DictationOptions(max_window_s=4.0, context_s=0.0)
+    stream = DictationStream(options, ScriptedDecoder(audio, script), StreamingVad(0.5, options.end_silence_s))
+    for first in range(0, len(audio), SAMPLE_RATE // 10):
+        stream.feed(audio[first : first + SAMPLE_RATE // 10])
+    stream.flush()
+    assert stream.stats.final_decodes >= 2
+    assert stream.text.split() == said
 
 
 class FinalSpy:
