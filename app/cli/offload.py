@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,7 +46,8 @@ def add_run_parser(offload_commands: argparse._SubParsersAction[argparse.Argumen
     run.add_argument(
         "--remote-command",
         default="scriba",
-        help="how to run Scriba on the remote (default: scriba), e.g. '/opt/venv/bin/python -m app'",
+        help="how to run Scriba on the remote (default: scriba), e.g. '/opt/venv/bin/python -m app'; leading "
+        "NAME=VALUE words set its environment, as in the window",
     )
     run.add_argument("--remote-env", action="append", default=[], metavar="NAME=VALUE", help="remote environment")
     run.add_argument(
@@ -99,6 +99,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     from app.cloud.offload.launch import ledger_for
     from app.cloud.offload.queue_offload import resolved_options
     from app.cloud.offload.run import Offload
+    from app.cloud.offload.session import parse_remote_command
     from app.cloud.providers.ssh_host import SshHostProvider
     from app.cloud.remote.transport import TransportError, parse_ssh_url
 
@@ -120,7 +121,13 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.USAGE
     endpoint = endpoints[0]
-    env = []
+    try:
+        # The window's own reading: leading NAME=VALUE words are the remote environment, as with env(1).
+        parsed = parse_remote_command(args.remote_command)
+    except ValueError as error:
+        print(f"scriba: error: --remote-command {args.remote_command!r}: {error}", file=sys.stderr)
+        return ExitCode.USAGE
+    env = list(parsed.env)
     for item in args.remote_env:
         name, separator, value = item.partition("=")
         if not separator or not name:
@@ -134,7 +141,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         token, _ = huggingface_token()
     options = resolved_options(job_options_from_args(args))
     setup = RemoteSetup(
-        tuple(shlex.split(args.remote_command)),
+        parsed.command,
         tuple(env),
         install_missing=args.install_remote,
         python=args.remote_python,
