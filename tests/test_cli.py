@@ -480,3 +480,46 @@ def test_a_damaged_stretch_is_named_and_the_words_after_it_are_transcribed(tmp_p
     after = " ".join(s["text"] for s in saved["segments"] if s["end"] > damaged_to + 1).lower()
     # Read after the damage (the reference's "Pity the world, or else this glutton be" and "When forty winters").
     assert "glutton" in after and "winters" in after
+
+
+def test_a_bad_voiceprint_is_set_aside_and_the_other_known_speakers_are_named(tmp_path: Path) -> None:
+    """D8: a speaker library (valid JSON) with one voiceprint of the wrong length and one holding NaN failed every
+    diarized job ("ValueError: matmul…"). Each bad one is set aside with a note naming it; the good one still
+    names its speaker, and the library file keeps what it held."""
+    from tests.real_speech import real_speech_dir
+
+    real = real_speech_dir()
+    data = ["--data-dir", str(tmp_path / "data")]
+    # Stretches where each speaks alone in ES2003a (its RTTM); both speak again in ES2003b.
+    for name, start, end in (("MEE009", "2.13", "13.18"), ("MEE012", "13.24", "16.81")):
+        enrolled = scriba(
+            *data, "speakers", "enroll", name, str(real / "ami_ES2003a_0-30.wav"), "--start", start, "--end", end
+        )
+        assert enrolled.returncode == 0, enrolled.stderr
+    library_path = tmp_path / "data" / "speakers.json"
+    library = json.loads(library_path.read_text())
+    good = library["speakers"]["MEE009"]["samples"][0]
+    library["speakers"]["MEE012"]["samples"][0]["vector"] = good["vector"][:100]  # cut short
+    library["speakers"]["Ghost"] = {"samples": [{**good, "vector": [float("nan")] * len(good["vector"])}]}
+    library_path.write_text(json.dumps(library))  # NaN: Python's json writes and reads it
+    before = library_path.read_bytes()
+
+    result = scriba(*data, "transcribe", str(real / "ami_ES2003b_0-30.wav"), "--diarizer", "embedded", "-f", "json",
+                    "-o", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "matmul" not in result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("warning:") and "set aside" in line]
+    assert len(notes) == 2, result.stderr
+    assert "'MEE012'" in notes[0] and "100 numbers" in notes[0]
+    assert "'Ghost'" in notes[1] and "NaN" in notes[1]
+    transcript = json.loads((tmp_path / "out" / "ami_ES2003b_0-30.json").read_text())
+    assert "MEE009" in transcript["speakers"] and "MEE012" not in transcript["speakers"]
+    assert sum("set aside" in warning for warning in transcript["warnings"]) == 2
+    assert library_path.read_bytes() == before  # a job reads the library, never rewrites it
+    # Enrolling another voice keeps the set-aside voiceprints in the file as they were.
+    again = scriba(
+        *data, "speakers", "enroll", "Late", str(real / "ami_ES2003a_0-30.wav"), "--start", "26.3", "--end", "28.26"
+    )
+    assert again.returncode == 0, again.stderr
+    kept = json.loads(library_path.read_text())["speakers"]
+    assert len(kept["MEE012"]["samples"][0]["vector"]) == 100 and "Ghost" in kept and "Late" in kept

@@ -265,3 +265,29 @@ def test_library_rename_merge_forget_and_errors(tmp_path: Path, encoder: Speaker
     (tmp_path / LIBRARY_FILE).write_text("{not json")
     with pytest.raises(SpeakerLibraryError, match="cannot be read"):
         SpeakerLibrary.load(tmp_path)
+
+
+def test_a_voiceprint_that_cannot_be_compared_is_set_aside_and_kept(tmp_path: Path) -> None:
+    """D8: wrong length, NaN, zero seconds: each such sample is set aside with a sentence naming it; the good ones
+    load; saving writes the set-aside ones back as they were, and forgetting a name removes them with it."""
+    good = {"vector": [0.0625] * 256, "seconds": 4.0, "source": "a.wav", "added": "2026-01-01T00:00:00+00:00"}
+    speakers = {
+        "Ann": {"samples": [good, {**good, "vector": [0.1] * 255}]},
+        "Bob": {"samples": [{**good, "vector": [float("nan")] * 256}]},
+        "Cy": {"samples": [{**good, "seconds": 0}]},
+    }
+    (tmp_path / LIBRARY_FILE).write_text(json.dumps({"version": 1, "speakers": speakers}))
+    library = SpeakerLibrary.load(tmp_path)
+    assert [known.name for known in library.known()] == ["Ann"] and len(library.get("Ann").samples) == 1
+    assert len(library.problems) == 3
+    assert "'Ann' (sample 2 of 2)" in library.problems[0] and "255 numbers, not 256" in library.problems[0]
+    assert "'Bob'" in library.problems[1] and "NaN" in library.problems[1]
+    assert "'Cy'" in library.problems[2] and "positive number" in library.problems[2]
+    library.rename("Ann", "Anna")
+    stored = json.loads((tmp_path / LIBRARY_FILE).read_text())["speakers"]
+    assert len(stored["Anna"]["samples"]) == 2 and stored["Anna"]["samples"][1]["vector"] == [0.1] * 255
+    bob = stored["Bob"]["samples"][0]["vector"]
+    assert len(bob) == 256 and all(x != x for x in bob)  # NaN, written back as read
+    library.forget("Bob")
+    assert "Bob" not in json.loads((tmp_path / LIBRARY_FILE).read_text())["speakers"]
+    assert len(SpeakerLibrary.load(tmp_path).problems) == 2  # Anna's short one and Cy's

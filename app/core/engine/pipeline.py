@@ -260,7 +260,7 @@ class Engine:
         self.stage_costs.record(timings, duration, *cost_key, alongside=alongside)
         report("merge", 1.0)
         warnings = input_warnings(whole, probe_duration(source)) + language_warnings
-        return replace(transcript, timings=timings, warnings=warnings)
+        return replace(transcript, timings=timings, warnings=warnings + transcript.warnings)
 
     @staticmethod
     def stage_threads(options: PipelineOptions) -> tuple[TranscriptionOptions, int | None]:
@@ -338,10 +338,16 @@ class Engine:
         from app.core.engine.speakers import SpeakerLibrary, SpeakerLibraryError, identify_transcript
 
         try:
-            known = SpeakerLibrary.load(library_dir).known()
+            library = SpeakerLibrary.load(library_dir)
         except SpeakerLibraryError as error:
             log.warning("known speakers not matched: %s", error)
-            return transcript
+            return replace(transcript, warnings=(*transcript.warnings, f"known speakers not named: {error}"))
+        # A voiceprint set aside (wrong length, NaN) costs its own name only: the job's notes say which.
+        notes = tuple(f"known speakers: {problem}" for problem in library.problems)
+        for note in notes:
+            log.warning("%s", note)
+        transcript = replace(transcript, warnings=(*transcript.warnings, *notes))
+        known = library.known()
         if not known:
             return transcript
         return identify_transcript(transcript, audio, known, self.speaker_encoder())

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 LIBRARY_FILE = "speakers.json"
 LIBRARY_VERSION = 1
+VOICEPRINT_SIZE = 256  # the GE2E encoder's output
 
 # Voiceprint windows: a little shorter than the 1.6 s the encoder was trained on, because turns in
 # conversation are short; a turn (minus other speakers' speech) shorter than one window is not used.
@@ -266,6 +267,10 @@ class SpeakerLibrary:
 
     directory: Path
     speakers: dict[str, KnownSpeaker] = field(default_factory=dict)
+    # What loading set aside, one sentence each (which voiceprint, what is wrong with it, what to do).
+    problems: list[str] = field(default_factory=list)
+    # The samples set aside, as read: written back unchanged (never dropped unasked), by speaker name.
+    _set_aside: dict[str, list[object]] = field(default_factory=dict, repr=False)
 
     @property
     def path(self) -> Path:
@@ -273,6 +278,9 @@ class SpeakerLibrary:
 
     @classmethod
     def load(cls, directory: Path) -> SpeakerLibrary:
+        """The library in ``directory``. A voiceprint that cannot be compared (wrong length, NaN) is set aside,
+        named in :attr:`problems` and kept in the file as it is; the file as a whole refused only when it cannot
+        be read at all."""
         library = cls(Path(directory))
         try:
             data = json.loads(library.path.read_text(encoding="utf-8"))
@@ -282,21 +290,24 @@ class SpeakerLibrary:
             raise SpeakerLibraryError(
                 f"The speaker library {library.path} cannot be read ({error}). Move it away to start a new one."
             ) from None
+        version = data.get("version") if isinstance(data, dict) else None
         try:
-            if data.get("version") != LIBRARY_VERSION:
-                raise ValueError(f"version {data.get('version')!r}")
+            if version != LIBRARY_VERSION:
+                raise ValueError(f"version {version!r}")
             for name, entry in data["speakers"].items():
-                samples = tuple(
-                    Sample(
-                        tuple(float(x) for x in sample["vector"]),
-                        float(sample["seconds"]),
-                        str(sample.get("source", "")),
-                        str(sample.get("added", "")),
+                samples: list[Sample] = []
+                for number, raw in enumerate(entry["samples"], start=1):
+                    sample, problem = _read_sample(raw)
+                    if sample is not None:
+                        samples.append(sample)
+                        continue
+                    library._set_aside.setdefault(name, []).append(raw)
+                    library.problems.append(
+                        f"the voiceprint of '{name}' (sample {number} of {len(entry['samples'])}) in "
+                        f"{library.path} was set aside: {problem}. Forget '{name}' and enroll that voice again."
                     )
-                    for sample in entry["samples"]
-                )
                 if samples:
-                    library.speakers[name] = KnownSpeaker(name, samples)
+                    library.speakers[name] = KnownSpeaker(name, tuple(samples))
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise SpeakerLibraryError(
                 f"The speaker library {library.path} is damaged ({error}). Move it away to start a new one."
@@ -308,22 +319,24 @@ class SpeakerLibrary:
 
         data = {
             "version": LIBRARY_VERSION,
-            "speakers": {
-                known.name: {
-                    "samples": [
-                        {
-                            "vector": [round(x, 6) for x in sample.vector],
-                            "seconds": round(sample.seconds, 2),
-                            "source": sample.source,
-                            "added": sample.added,
-                        }
-                        for sample in known.samples
-                    ]
-                }
-                for known in self.speakers.values()
-            },
+            "speakers": {name: {"samples": self._stored_samples(name)} for name in [*self.speakers, *self._set_aside]},
         }
         write_atomic(self.path, json.dumps(data, ensure_ascii=False), private=True)  # voiceprints: personal data
+
+    def _stored_samples(self, name: str) -> list[object]:
+        known = self.speakers.get(name)
+        return [
+            *(
+                {
+                    "vector": [round(x, 6) for x in sample.vector],
+                    "seconds": round(sample.seconds, 2),
+                    "source": sample.source,
+                    "added": sample.added,
+                }
+                for sample in (known.samples if known else ())
+            ),
+            *self._set_aside.get(name, ()),
+        ]
 
     def known(self) -> list[KnownSpeaker]:
         return sorted(self.speakers.values(), key=lambda known: known.name.casefold())
@@ -366,6 +379,8 @@ class SpeakerLibrary:
             (new if name == known.name else name): (KnownSpeaker(new, entry.samples) if name == known.name else entry)
             for name, entry in self.speakers.items()
         }
+        if known.name in self._set_aside:
+            self._set_aside[new] = self._set_aside.pop(known.name)
         self.save()
 
     def merge(self, names: Sequence[str], into: str) -> KnownSpeaker:
@@ -377,15 +392,46 @@ class SpeakerLibrary:
         samples = tuple(sample for known in sources for sample in known.samples)
         for known in sources:
             self.speakers.pop(known.name, None)
+            aside = self._set_aside.pop(known.name, [])
+            if aside:
+                self._set_aside.setdefault(into, []).extend(aside)
         merged = KnownSpeaker(into, samples)
         self.speakers[into] = merged
         self.save()
         return merged
 
     def forget(self, name: str) -> None:
+        """Remove a voice, with any voiceprint of it that was set aside (a name that has only those included)."""
+        cleaned = " ".join(name.split())
+        if cleaned in self._set_aside and cleaned not in self.speakers:
+            del self._set_aside[cleaned]
+            self.save()
+            return
         known = self.get(name)
         del self.speakers[known.name]
+        self._set_aside.pop(known.name, None)
         self.save()
+
+
+def _read_sample(raw: object) -> tuple[Sample | None, str]:
+    """One stored sample, or None and what is wrong with it (a voiceprint that cannot be compared with a voice)."""
+    if not isinstance(raw, dict):
+        return None, "it is not a voiceprint entry"
+    vector, seconds = raw.get("vector"), raw.get("seconds")
+    if not isinstance(vector, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
+        return None, "its vector is not a list of numbers"
+    if len(vector) != VOICEPRINT_SIZE:
+        return None, f"its vector has {len(vector)} numbers, not {VOICEPRINT_SIZE}"
+    if not all(math.isfinite(x) for x in vector):
+        return None, "its vector holds numbers that are not finite (NaN or infinity)"
+    if not any(vector):
+        return None, "its vector is all zeros"
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 < seconds < math.inf:
+        return None, f"its length of speech ({seconds!r}) is not a positive number of seconds"
+    sample = Sample(
+        tuple(float(x) for x in vector), float(seconds), str(raw.get("source", "")), str(raw.get("added", ""))
+    )
+    return sample, ""
 
 
 def enroll(
