@@ -103,8 +103,10 @@ def test_real_nvml_on_this_machine_says_why_there_is_no_gpu() -> None:
 def test_background_sampling_at_an_interval() -> None:
     got: list[StatsSnapshot] = []
     enough = threading.Event()
+    threads: set[threading.Thread] = set()
 
     def collect(snapshot: StatsSnapshot) -> None:
+        threads.add(threading.current_thread())
         got.append(snapshot)
         if len(got) >= 3:
             enough.set()
@@ -115,5 +117,9 @@ def test_background_sampling_at_an_interval() -> None:
     sampler.stop()
     count = len(got)
     assert all(snapshot.gpus[0].utilization_pct == 87 for snapshot in got)
-    threading.Event().wait(0.2)
-    assert len(got) == count  # stopped means stopped
+    # Stopped means stopped: the one sampling thread has ended, so no snapshot can come after the count.
+    (thread,) = threads
+    assert thread is not threading.current_thread()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(got) == count
