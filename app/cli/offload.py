@@ -569,22 +569,46 @@ def cmd_offload_key(args: argparse.Namespace) -> int:
 
 
 def _export_results(args: argparse.Namespace, options: Any, result: Any) -> int:
-    from app.core.engine.export import export, first_free_stem
+    """Write what came back as `scriba transcribe` writes it (app/core/engine/export.py's save_transcript): a file
+    edited by hand, or a recording itself, is never replaced, and what -o refuses is kept in the data folder."""
+    from app.cli.common import resolve_data_dir
+    from app.cli.transcribe import export_record
+    from app.core.engine.export import first_free_stem, save_transcript
 
     output = Path(options.output_dir) if options.output_dir else Path.cwd()
+    record = export_record(args.data_dir)
+    failed = bool(result.failures)
     used: dict[str, Path] = {}
-    for index, transcript in sorted(result.transcripts.items()):
-        source = args.inputs[index]
-        # Two inputs of one name (a/talk.mp3, b/talk.wav) must not overwrite each other's transcript.
-        # The same source again keeps its name; the test is called at once, so the loop variable cannot go stale.
-        stem = first_free_stem(source.stem, lambda name: name in used and used[name] != source)  # noqa: B023
-        used[stem] = source
-        paths = export(transcript, output, stem, options.formats)
-        speed = result.speeds.get(index)
-        print(f"done: {source} -> {', '.join(str(path) for path in paths)}" + (f" [{speed:.1f}x]" if speed else ""))
+    try:
+        for index, transcript in sorted(result.transcripts.items()):
+            source = args.inputs[index]
+            # Two inputs of one name (a/talk.mp3, b/talk.wav) must not overwrite each other's transcript.
+            # The same source again keeps its name; the test is called at once, so the loop variable cannot go stale.
+            stem = first_free_stem(source.stem, lambda name: name in used and used[name] != source)  # noqa: B023
+            used[stem] = source
+            saved = save_transcript(
+                transcript,
+                output,
+                stem,
+                options.formats,
+                record=record,
+                protect=args.inputs,
+                fallback=resolve_data_dir(args.data_dir) / "unsaved-exports",
+            )
+            speed = result.speeds.get(index)
+            print(
+                f"done: {source} -> {', '.join(str(path) for path in saved.written)}"
+                + (f" [{speed:.1f}x]" if speed else "")
+            )
+            for line in saved.lines:
+                print(line, file=sys.stderr)
+            failed = failed or saved.failed
+    finally:
+        if record is not None:
+            record.close()
     for reason in result.failures.values():
         print(f"failed: {reason}", file=sys.stderr)
-    return ExitCode.FAILED if result.failures else ExitCode.OK
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 def add_offload_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -91,22 +91,22 @@ def cmd_queue(args: argparse.Namespace) -> int:
             store.move(args.job_id, args.offset)
             return ExitCode.OK
         if args.queue_command == "export":
-            from app.core.engine.export import export_each, unchanged_since_written
+            from app.core.engine.export import save_transcript
 
             job = store.get(args.job_id)
-            result = export_each(
+            saved = save_transcript(
                 store.load_transcript(job.id),
                 args.output_dir,
                 job.source.stem,
                 args.formats,
-                may_replace=unchanged_since_written(store),
                 record=store,
+                protect=(job.source,),
             )
-            for path in result.written:
+            for path in saved.written:
                 print(path)
-            if result.renamed or result.failures:
-                print(f"{'scriba: error' if result.failures else 'note'}: {result.summary()}", file=sys.stderr)
-            return ExitCode.FAILED if result.failures else ExitCode.OK
+            for line in saved.lines:
+                print(line if line.startswith("note:") else f"scriba: {line}", file=sys.stderr)
+            return ExitCode.FAILED if saved.failed else ExitCode.OK
     except (JobNotFoundError, JobStateError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return error.exit_code

@@ -74,7 +74,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     cancel = CancelToken()
     failures = 0
     used_stems: dict[str, Path] = {}
-    record = _export_record(args.data_dir)
+    record = export_record(args.data_dir)
     for source in args.inputs:
         stem = source.stem
         if stem in used_stems:
@@ -120,7 +120,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return ExitCode.FAILED if failures else ExitCode.OK
 
 
-def _export_record(data_dir: Path | None) -> Any:
+def export_record(data_dir: Path | None) -> Any:
     """The queue database, which remembers the files Scriba wrote (so that an edited one is never replaced);
     None when it cannot be opened: then no existing file is replaced."""
     from app.core.queue.jobs import JobStore
@@ -136,27 +136,18 @@ def _export_record(data_dir: Path | None) -> Any:
 
 
 def _save_transcript(transcript: Any, args: argparse.Namespace, stem: str, record: Any) -> tuple[list[Path], list[str]]:
-    """Export every format to -o; a format that cannot be written there goes to the data folder instead, so a
+    """Export every format to -o (app/core/engine/export.py's save_transcript: a file edited by hand, or one of the
+    recordings, is never replaced); a format that cannot be written there goes to the data folder instead, so a
     finished transcript is never thrown away. Returns the files written and the lines to tell the user."""
-    from app.core.engine.export import describe_write_error, export_each, unchanged_since_written
+    from app.core.engine.export import save_transcript
 
-    may_replace = unchanged_since_written(record)
-    result = export_each(transcript, args.output_dir, stem, args.formats, may_replace=may_replace, record=record)
-    written = list(result.written)
-    problems: list[str] = []
-    if result.renamed:
-        problems.append(
-            f"note: {result.requested_stem}.* in {args.output_dir} were not written by Scriba as they are now "
-            f"(edited by hand?): kept them, wrote {result.stem}.* instead"
-        )
-    if result.failures:
-        reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
-        fallback = resolve_data_dir(args.data_dir) / "unsaved-exports"
-        kept = export_each(transcript, fallback, stem, tuple(result.failures), may_replace=may_replace, record=record)
-        written += kept.written
-        if kept.written:
-            where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
-        else:
-            where = f"; it could not be kept in {fallback} either ({kept.summary()})"
-        problems.append(f"error: could not write to {args.output_dir} ({reasons}){where}")
-    return written, problems
+    saved = save_transcript(
+        transcript,
+        args.output_dir,
+        stem,
+        args.formats,
+        record=record,
+        protect=args.inputs,
+        fallback=resolve_data_dir(args.data_dir) / "unsaved-exports",
+    )
+    return list(saved.written), list(saved.lines)

@@ -370,3 +370,80 @@ def test_a_pinned_key_is_forgotten_without_touching_the_other_lines(tmp_path: Pa
     known_hosts.write_text(marker + pinned)
     forget_host(known_hosts, SshEndpoint("127.0.0.1", 2222))
     assert known_hosts.read_text() == marker
+
+
+def _offload_cli(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], data: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`scriba offload run ARGS` to the loopback host, its data folder ``data``."""
+    env_args = [argument for name, value in remote_env for argument in ("--remote-env", f"{name}={value}")]
+    return scriba(
+        "--data-dir",
+        str(data),
+        "offload",
+        "run",
+        "--provider",
+        "ssh",
+        "--host",
+        sshd.url,
+        "--identity",
+        str(sshd.client_key),
+        "--known-hosts",
+        str(sshd.write_known_hosts(tmp_path / "known_hosts")),
+        "--remote-command",
+        f"{sys.executable} -m app",
+        *env_args,
+        "--model",
+        "tiny.en",
+        "--language",
+        "en",
+        "--no-diarize",
+        *args,
+    )
+
+
+def test_offload_run_keeps_hand_edited_exports_and_the_recordings_as_transcribe_does(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], espeak: str
+) -> None:
+    """Issue 38, D3: `offload run` wrote its exports over anything: a talk.txt corrected by hand, and a recording
+    that happened to be named talk.txt (its own transcript replaced it)."""
+    from tests import synth
+
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    memo = synth.write_wav(folder / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    # A recording whose name ends in .txt (a phone app's export): its transcript would be talk.txt itself.
+    talk = synth.write_wav(folder / "talk.txt", synth.conversation([(0, "The meeting starts at noon.")])[0])
+    recording = talk.read_bytes()
+    data = tmp_path / "data"
+
+    first = _offload_cli(sshd, tmp_path, remote_env, data, str(memo), str(talk), "-f", "txt,json", "-o", str(folder))
+    assert first.returncode == 0, first.stderr
+    assert talk.read_bytes() == recording, "the recording was overwritten by its own transcript"
+    assert "noon" in (folder / "talk-2.txt").read_text().lower()
+    assert f"{talk} is a recording being transcribed: kept it, wrote talk-2.* instead" in first.stderr
+    assert "milk" in (folder / "memo.txt").read_text().lower()
+
+    corrected = "Remember to buy oat milk. (corrected by hand)\n"
+    (folder / "memo.txt").write_text(corrected)
+    second = _offload_cli(sshd, tmp_path, remote_env, data, str(memo), "-f", "txt,json", "-o", str(folder))
+    assert second.returncode == 0, second.stderr
+    assert (folder / "memo.txt").read_text() == corrected
+    assert "milk" in (folder / "memo-2.txt").read_text().lower()
+    kept_line = (
+        "memo.* in {} were not written by Scriba as they are now (edited by hand?): kept them, wrote {}.* instead"
+    )
+    assert kept_line.format(folder, "memo-2") in second.stderr
+
+    # `scriba transcribe` decides the same way, from the same record of what Scriba wrote: the hand-edited file is
+    # kept, and memo-2.*, which the offload wrote and nobody changed, are Scriba's to replace.
+    local = scriba(
+        "--data-dir", str(data), "transcribe", str(memo), "--model", "tiny.en", "--language", "en", "--no-diarize",
+        "-f", "txt,json", "-o", str(folder), "-q",
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    assert (folder / "memo.txt").read_text() == corrected
+    assert kept_line.format(folder, "memo-2") in local.stderr
+    assert not (folder / "memo-3.txt").exists()
+    assert talk.read_bytes() == recording
+    assert "Traceback" not in first.stderr + second.stderr + local.stderr

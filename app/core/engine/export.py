@@ -492,3 +492,96 @@ def export(
     for error in result.failures.values():
         raise error
     return list(result.written)
+
+
+@dataclass(frozen=True)
+class SavedTranscript:
+    """What :func:`save_transcript` did: the export to the folder asked for, what went to the fallback folder
+    instead, and the lines to tell the user ("note: …" for a file kept, "error: …" for a folder refused)."""
+
+    result: ExportResult
+    kept: ExportResult | None
+    lines: tuple[str, ...]
+
+    @property
+    def written(self) -> tuple[Path, ...]:
+        return self.result.written + (self.kept.written if self.kept is not None else ())
+
+    @property
+    def failed(self) -> bool:
+        """Some format was not written where it was asked for (it may be in the fallback folder)."""
+        return bool(self.result.failures)
+
+    @property
+    def lost(self) -> tuple[str, ...]:
+        """Formats written nowhere, not even in the fallback folder."""
+        if self.kept is None:
+            return tuple(self.result.failures)
+        return tuple(fmt for fmt in self.result.failures if fmt in self.kept.failures)
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.samefile(other)
+    except OSError:
+        return path.absolute() == other.absolute()
+
+
+def save_transcript(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: Iterable[str],
+    *,
+    record: ExportRecord | None,
+    may_replace: Callable[[Path], bool] | None = None,
+    protect: Iterable[Path] = (),
+    fallback: Path | None = None,
+) -> SavedTranscript:
+    """The one way a finished transcript becomes files (`scriba transcribe`, the queue's auto-export, `offload run`).
+
+    Naming: ``stem.fmt`` for every format, or the first free ``stem-N`` for all of them when one of those files may
+    not be replaced. Replaced only: a file Scriba wrote and nobody changed since (``record``; ``may_replace``
+    narrows that further, e.g. to one job's own files), never one edited by hand, never a file that is not
+    Scriba's, and never ``protect`` (the recordings themselves, whatever their names). Every file is written
+    atomically. Formats the folder refuses go to ``fallback`` (the data folder's ``unsaved-exports``), so that a
+    finished transcript is never thrown away."""
+    formats = tuple(dict.fromkeys(formats))
+    protected = tuple(Path(path) for path in protect)
+    unchanged = unchanged_since_written(record)
+
+    def replaceable(path: Path) -> bool:
+        if any(_same_file(path, kept) for kept in protected):
+            return False
+        return unchanged(path) and (may_replace is None or may_replace(path))
+
+    result = export_each(transcript, directory, stem, formats, may_replace=replaceable, record=record)
+    lines: list[str] = []
+    if result.renamed:
+        inputs = [
+            path
+            for fmt in formats
+            if (path := directory / filename(result.requested_stem, fmt)).exists()
+            and any(_same_file(path, kept) for kept in protected)
+        ]
+        if inputs:
+            lines.append(f"note: {inputs[0]} is a recording being transcribed: kept it, wrote {result.stem}.* instead")
+        else:
+            lines.append(
+                f"note: {result.requested_stem}.* in {directory} were not written by Scriba as they are now "
+                f"(edited by hand?): kept them, wrote {result.stem}.* instead"
+            )
+    kept: ExportResult | None = None
+    if result.failures:
+        reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
+        where = ""
+        if fallback is not None:
+            kept = export_each(
+                transcript, fallback, result.stem, tuple(result.failures), may_replace=replaceable, record=record
+            )
+            if kept.written:
+                where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
+            if kept.failures:
+                where += f"; it could not be kept in {fallback} either ({kept.summary()})"
+        lines.append(f"error: could not write to {directory} ({reasons}){where}")
+    return SavedTranscript(result, kept, tuple(lines))

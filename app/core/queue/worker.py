@@ -659,20 +659,21 @@ class QueueWorker:
         why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept."""
         if not job.options.output_dir:
             return None
-        from app.core.engine.export import export_each, unchanged_since_written
+        from app.core.engine.export import save_transcript
 
         directory = Path(job.options.output_dir).expanduser()
         own = set(map(Path, job.exported))
-        unchanged = unchanged_since_written(self.store)
-
-        def may_replace(path: Path) -> bool:
-            return path in own and unchanged(path)
-
         try:
-            result = export_each(
-                transcript, directory, job.source.stem, job.options.formats, may_replace=may_replace, record=self.store
-            )
-        except Exception as error:  # export_each reports per format; this is a bug, still not the job's end
+            result = save_transcript(
+                transcript,
+                directory,
+                job.source.stem,
+                job.options.formats,
+                record=self.store,
+                may_replace=own.__contains__,
+                protect=(job.source,),
+            ).result
+        except Exception as error:  # save_transcript reports per format; this is a bug, still not the job's end
             log.exception("export of job %s failed", job.id)
             note = f"transcribed, but the exports could not be written to {directory}: {error}"
             self._store_note(job, note)
