@@ -17,6 +17,7 @@ from app.cloud.pricing.estimate import (
     ssh_offer,
     within_budget,
 )
+from app.cloud.pricing.prices import MeasuredSpeeds, Throughput
 from app.cloud.pricing.report import format_estimate, format_spread
 from app.core.engine.audio import media_seconds
 from app.core.errors import ExitCode
@@ -131,8 +132,6 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
     if args.ssh_gpu:
         vram = args.ssh_vram
         if vram is None:
-            from app.cloud.pricing.prices import Throughput
-
             gpu_class = Throughput().gpu_class(args.ssh_gpu)
             if gpu_class is None:
                 print(
@@ -157,7 +156,11 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
     job = Job(
         audio_seconds=total_seconds, model=args.model, diarize=args.diarize, upload_bytes=total_bytes, files=len(inputs)
     )
-    result = estimate(job, assumptions=assumptions, extra_offers=extra)
+    measured = MeasuredSpeeds()
+    measured.records()  # a damaged file or an implausible record is set aside now, and said once
+    for warning in measured.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = estimate(job, assumptions=assumptions, extra_offers=extra, throughput=Throughput(measured=measured))
     if args.json:
         payload = result.to_dict()
         if args.budget is not None:

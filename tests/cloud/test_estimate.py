@@ -26,6 +26,7 @@ from app.cloud.pricing.estimate import (
 from app.cloud.pricing.prices import MeasuredSpeeds, Throughput, load_price_table, load_table_data
 from app.cloud.types import Offer
 from app.core.engine.models import CATALOG
+from tests.test_cli import scriba
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
@@ -605,3 +606,51 @@ def _seconds(text: str) -> float:
     units = {"h": 3600, "min": 60, "s": 1}
     words = text.split()
     return sum(float(number) * units[unit] for number, unit in zip(words[::2], words[1::2], strict=True))
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"version": 1, "records": 5}', '{"records": null}', '[{"gpu": "T4"}]', '"just a string"'],
+    ids=["records-a-number", "records-null", "a-list", "a-string"],
+)
+def test_a_measured_speeds_file_of_another_shape_is_set_aside_and_the_estimate_goes_on(
+    hour_flac: Path, content: str
+) -> None:
+    """Issue 38, D12: valid JSON of another structure made `offload estimate` fail with a TypeError."""
+    path = MeasuredSpeeds().path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    result = scriba("offload", "estimate", str(hour_flac), "--model", "large-v3", "--no-local")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
+    assert "RTX 4090" in result.stdout
+    # Kept under a new name that the warning gives, never deleted; the next measurement starts a new file.
+    [aside] = path.parent.glob("measured_speeds.json.damaged-*")
+    assert aside.read_text(encoding="utf-8") == content and not path.exists()
+    [warning] = [line for line in result.stderr.splitlines() if str(path) in line]
+    assert warning.startswith("warning:") and str(aside) in warning
+
+
+def test_an_implausible_measured_speed_is_set_aside_and_never_priced(hour_flac: Path) -> None:
+    """A measured speed of 1e-12 x real time showed a row of $3,333,333,333: such a record is set aside with a
+    warning, and the plausible ones beside it still count."""
+    path = MeasuredSpeeds().path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    good = {"gpu": "RTX 4090", "model": "large-v3", "task": "transcribe", "x_realtime": 42.0, "source": "job 1"}
+    absurd = {**good, "x_realtime": 1e-12, "source": "job 2"}
+    path.write_text(json.dumps({"version": 1, "records": [good, absurd]}), encoding="utf-8")
+
+    result = scriba("offload", "estimate", str(hour_flac), "--model", "large-v3", "--no-local", "--json")
+    assert result.returncode == 0, result.stderr
+    options = json.loads(result.stdout)["options"]
+    assert max(option["est_cost_usd"] for option in options) < 100  # one hour of audio on any listed card
+    rtx = [option for option in options if option["gpu"] == "RTX 4090"]
+    assert rtx and all(option["transcribe_x"] == 42.0 for option in rtx)  # the plausible record still counts
+    assert all(option["transcribe_speed_kind"] == "measured" for option in rtx)
+    assert "warning:" in result.stderr and "1e-12" in result.stderr
+    kept = json.loads(path.read_text(encoding="utf-8"))["records"]
+    assert [record["source"] for record in kept] == ["job 1"]
+    [aside] = path.parent.glob("measured_speeds.json.set-aside-*")
+    assert json.loads(aside.read_text(encoding="utf-8"))["records"][0]["x_realtime"] == 1e-12
+    with pytest.raises(ValueError):
+        MeasuredSpeeds().record("RTX 4090", "large-v3", 1e-12, "nonsense")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -24,6 +26,8 @@ from typing import Any, Literal, cast, get_args
 
 from app.cloud.types import Billing, Offer
 from app.core.errors import ScribaError
+
+log = logging.getLogger(__name__)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -215,6 +219,39 @@ class SpeedRecord:
     audio_seconds: float | None = None
 
 
+def _speed_record(item: Any) -> SpeedRecord | None:
+    """One record of the measured-speeds file, or None when it is not one."""
+    if not isinstance(item, dict):
+        return None
+    try:
+        seconds = item.get("audio_seconds")
+        return SpeedRecord(
+            gpu=str(item["gpu"]),
+            model=str(item["model"]),
+            task="diarize" if item.get("task") == "diarize" else "transcribe",
+            x_realtime=float(item["x_realtime"]),
+            source=str(item["source"]),
+            date=str(item.get("date", "")),
+            audio_seconds=None if seconds is None else float(seconds),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    """Written to a temporary file and renamed, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 class MeasuredSpeeds:
     """Speeds Scriba measured itself (local benchmarks, finished remote jobs), kept as JSON per user.
 
@@ -224,33 +261,101 @@ class MeasuredSpeeds:
 
     WINDOW = 5
     VERSION = 1
+    # Speeds outside these bounds are no measurement (a timing of zero, a unit slip, a hand edit): large-v3 on a
+    # slow CPU runs at about 0.1x real time and tiny on a big GPU at a few hundred x.
+    MIN_X_REALTIME = 0.01
+    MAX_X_REALTIME = 10_000.0
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path if path is not None else measured_speeds_path()
+        # What was set aside and why, for the caller to tell the user (each said once).
+        self.warnings: list[str] = []
+        self._checked = False  # a file set aside (or that could not be) is not tried again by this instance
+
+    @classmethod
+    def plausible(cls, x_realtime: float) -> bool:
+        return cls.MIN_X_REALTIME <= x_realtime <= cls.MAX_X_REALTIME
 
     def records(self) -> list[SpeedRecord]:
+        """The plausible records. A file of another shape is moved aside whole, and records that are malformed or
+        implausible are moved to a file beside it: kept, never deleted, and :attr:`warnings` says where."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
-        except (OSError, ValueError):
-            # A damaged file must not stop an estimate: the table's figures still apply.
+        except OSError as error:
+            # Unreadable (permissions): an estimate goes on with the table's figures; the file stays as it is.
+            self._warn(f"{self.path} cannot be read ({error.strerror or error}); the table's speeds are used")
             return []
-        records = []
-        for item in data.get("records", []) if isinstance(data, dict) else []:
-            with contextlib.suppress(KeyError, TypeError, ValueError):
-                records.append(
-                    SpeedRecord(
-                        gpu=str(item["gpu"]),
-                        model=str(item["model"]),
-                        task="diarize" if item.get("task") == "diarize" else "transcribe",
-                        x_realtime=float(item["x_realtime"]),
-                        source=str(item["source"]),
-                        date=str(item.get("date", "")),
-                        audio_seconds=None if item.get("audio_seconds") is None else float(item["audio_seconds"]),
-                    )
-                )
-        return [record for record in records if record.x_realtime > 0]
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            self._set_aside_file(f"is not JSON ({error})")
+            return []
+        items = data.get("records") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            self._set_aside_file('is not a list of measured speeds ({"records": [...]})')
+            return []
+        records: list[SpeedRecord] = []
+        rejected: list[tuple[Any, str]] = []
+        for item in items:
+            record = _speed_record(item)
+            if record is None:
+                rejected.append((item, "not a speed record (gpu, model, x_realtime, source)"))
+            elif not self.plausible(record.x_realtime):
+                rejected.append((item, f"{record.x_realtime:g}x real time is not a plausible speed"))
+            else:
+                records.append(record)
+        if rejected:
+            self._set_aside_records(rejected, records)
+        return records
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            # The caller says it to the user (the CLI on standard error): here it is only logged.
+            log.info("%s", message)
+            self.warnings.append(message)
+
+    def _set_aside_file(self, why: str) -> None:
+        if self._checked:
+            return
+        self._checked = True
+        from app.core.queue.sqlite_db import move_aside
+
+        try:
+            aside = move_aside(self.path, "damaged")
+        except OSError as error:
+            self._warn(f"{self.path} {why} and could not be moved aside ({error}); the table's speeds are used")
+            return
+        self._warn(
+            f"{self.path} {why}: it was moved to {aside} (kept, not deleted); the table's speeds are used and "
+            "new measurements start a new file"
+        )
+
+    def _set_aside_records(self, rejected: list[tuple[Any, str]], kept: list[SpeedRecord]) -> None:
+        if self._checked:
+            return
+        self._checked = True
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.set-aside-{stamp}")
+        number = 2
+        while aside.exists():
+            aside = self.path.with_name(f"{self.path.name}.set-aside-{stamp}-{number}")
+            number += 1
+        reasons = "; ".join(sorted({why for _, why in rejected}))
+        try:
+            _write_json(aside, {"reason": reasons, "records": [item for item, _ in rejected]})
+            self._write(kept)
+        except OSError as error:
+            self._warn(
+                f"{self.path}: {len(rejected)} record(s) left out of estimates ({reasons}); they could not be "
+                f"moved aside ({error})"
+            )
+            return
+        self._warn(f"{self.path}: {len(rejected)} record(s) set aside in {aside} and left out of estimates ({reasons})")
+
+    def _write(self, records: list[SpeedRecord]) -> None:
+        _write_json(self.path, {"version": self.VERSION, "records": [record.__dict__ for record in records]})
 
     def record(
         self,
@@ -264,23 +369,15 @@ class MeasuredSpeeds:
         when: date | None = None,
     ) -> SpeedRecord:
         """Append one measurement; written to a temporary file and renamed, so a crash never truncates it."""
-        if not x_realtime > 0:
-            raise ValueError(f"a speed must be positive, not {x_realtime}")
+        if not self.plausible(x_realtime):
+            raise ValueError(
+                f"a speed must be between {self.MIN_X_REALTIME:g} and {self.MAX_X_REALTIME:g}x real time, "
+                f"not {x_realtime}"
+            )
         entry = SpeedRecord(
             gpu, model, task, float(x_realtime), source, (when or date.today()).isoformat(), audio_seconds
         )
-        records = [*self.records(), entry]
-        payload = {"version": self.VERSION, "records": [record.__dict__ for record in records]}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".measured_speeds.", dir=self.path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(payload, stream, indent=1)
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        self._write([*self.records(), entry])
         return entry
 
     def lookup(self, gpu: str, model: str | None, task: Task = "transcribe") -> Speed | None:
