@@ -523,3 +523,30 @@ def test_a_bad_voiceprint_is_set_aside_and_the_other_known_speakers_are_named(tm
     assert again.returncode == 0, again.stderr
     kept = json.loads(library_path.read_text())["speakers"]
     assert len(kept["MEE012"]["samples"][0]["vector"]) == 100 and "Ghost" in kept and "Late" in kept
+
+
+def test_a_stereo_file_with_one_channel_inverted_is_transcribed_as_the_mono_recording(tmp_path: Path) -> None:
+    """D10: a real meeting (AMI ES2003a) as stereo with one channel's polarity inverted. The mix cancels, so the
+    words must come from the channels' difference: the same words as the mono recording's, and a note saying so."""
+    import numpy as np
+    import soundfile
+
+    from tests.metrics import wer
+    from tests.real_speech import real_speech_dir
+
+    mono_path = real_speech_dir() / "ami_ES2003a_0-30.wav"
+    mono, rate = soundfile.read(mono_path, dtype="float32")
+    inverted = tmp_path / "inverted.wav"
+    soundfile.write(inverted, np.stack([mono, -mono], axis=1), rate, subtype="PCM_16")
+    result = scriba("transcribe", str(mono_path), str(inverted), "--no-diarize", "-f", "json", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+
+    def words(stem: str) -> tuple[str, list[str]]:
+        saved = json.loads((tmp_path / f"{stem}.json").read_text())
+        return " ".join(segment["text"] for segment in saved["segments"]), saved["warnings"]
+
+    from_mono, _ = words("ami_ES2003a_0-30")
+    from_inverted, notes = words("inverted")
+    assert len(from_mono.split()) >= 20  # the mono recording's own transcript is the reference
+    assert wer(from_mono, from_inverted) < 0.1, (from_mono, from_inverted)
+    assert any("cancel each other out" in note and "difference" in note for note in notes), notes

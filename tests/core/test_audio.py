@@ -245,3 +245,21 @@ def test_a_damaged_stretch_in_the_middle_is_skipped_and_the_rest_kept_in_place(t
     assert float(np.corrcoef(audio.samples[after], original[after])[0, 1]) > 0.95
     before = slice(int(2 * rate), int((damaged_from - 1) * rate))
     assert float(np.corrcoef(audio.samples[before], original[before])[0, 1]) > 0.95
+
+
+def test_a_quiet_real_meeting_with_one_channel_inverted_decodes_as_the_mono_recording(tmp_path: Path) -> None:
+    """D10: AMI ES2003a (quiet: most frames below the level that tells the wiring) with its right channel inverted.
+    Judged frame by frame, the quiet frames were mixed to silence; the whole file must come out as the mono one."""
+    import soundfile
+
+    from tests.real_speech import real_speech_dir
+
+    mono, rate = soundfile.read(real_speech_dir() / "ami_ES2003a_0-30.wav", dtype="float32")
+    path = tmp_path / "inverted.wav"
+    soundfile.write(path, np.stack([mono, -mono], axis=1), rate, subtype="PCM_16")
+    audio = decode_audio(path)
+    assert len(audio.samples) == len(mono)
+    assert float(np.corrcoef(audio.samples, mono)[0, 1]) > 0.999
+    silent = float(np.mean(np.abs(audio.samples) < 1e-6))
+    assert silent < float(np.mean(np.abs(mono) < 1e-6)) + 0.01  # no more silence than the recording has
+    assert any("cancel each other out in 30 s" in warning for warning in audio.warnings)

@@ -31,6 +31,12 @@ MIN_SOURCE_RATE = 2000
 # Where the two channels of a stereo file cancel out when added (one wired with inverted polarity), the mono mix
 # of a stretch keeps less than this share of the channels' energy; real stereo keeps about half or more.
 CANCELLED_SHARE = 0.05
+# Once cancelling, the channels count as wired the ordinary way again only where the mix keeps this much: a
+# frame in between (a lossy codec's stereo coding, noise) changes nothing.
+RESTORED_SHARE = 0.25
+# Frames heard before either way is known are held (both ways) for at most this long: a file that starts with a
+# long quiet stretch is then mixed as ordinary stereo from there on, until sound says otherwise.
+UNDECIDED_SECONDS = 30.0
 
 # Extensions offered in file dialogs and accepted when a folder is added. Decoding itself never looks at
 # the extension: FFmpeg probes the content.
@@ -118,7 +124,7 @@ def decode_audio(path: Path | str, sample_rate: int = SAMPLE_RATE) -> Audio:
         resampler = av.AudioResampler(
             format="fltp" if stereo else "flt", layout="stereo" if stereo else "mono", rate=sample_rate
         )
-        cancelled_seconds = 0.0
+        mixer = _Mixer(samples, stereo, sample_rate)
         damage = _Damage(_byte_rate(stream, container), _header_duration(stream, container))
         try:
             for packet in container.demux(stream):
@@ -141,12 +147,13 @@ def decode_audio(path: Path | str, sample_rate: int = SAMPLE_RATE) -> Audio:
                 for frame in frames:
                     frame.pts = None  # let the resampler count samples itself; broken timestamps must not shift audio
                     for resampled in resampler.resample(frame):
-                        cancelled_seconds += _append(samples, resampled, stereo, sample_rate)
+                        mixer.add(resampled)
         except av.FFmpegError as error:
             # The demuxer gave up (a file cut off part-way): what was decoded before stays.
             damage.bad_packet(samples.size / sample_rate, error)
         for resampled in resampler.resample(None):
-            cancelled_seconds += _append(samples, resampled, stereo, sample_rate)
+            mixer.add(resampled)
+        mixer.finish()
         if damage.bad_since is not None:
             if samples.size == 0:
                 raise CorruptMediaError(source, _ffmpeg_reason(damage.error)) from damage.error
@@ -160,9 +167,9 @@ def decode_audio(path: Path | str, sample_rate: int = SAMPLE_RATE) -> Audio:
 
     if samples.size == 0:
         raise ZeroLengthAudioError(source)
-    if cancelled_seconds >= 1.0:
+    if mixer.inverted_seconds >= 1.0:
         warnings.append(
-            f"the two stereo channels cancel each other out in {cancelled_seconds:.0f} s of the file (one channel "
+            f"the two stereo channels cancel each other out in {mixer.inverted_seconds:.0f} s of the file (one channel "
             "has inverted polarity); their difference was used there instead of their sum"
         )
     return Audio(samples=samples.finish(), sample_rate=sample_rate, source=source, warnings=tuple(warnings))
@@ -238,21 +245,61 @@ def _byte_rate(stream: object, container: object) -> float | None:
     return None
 
 
-def _append(samples: _GrowingSamples, resampled: object, stereo: bool, sample_rate: int) -> float:
-    """Add one resampled frame as mono; returns the seconds of it whose stereo channels cancelled out."""
-    array = resampled.to_ndarray()  # type: ignore[attr-defined]
-    if not stereo:
-        samples.append(array.reshape(-1))
-        return 0.0
-    left, right = array[0], array[1]
-    mono = (left + right) * 0.5
-    channel_energy = float(np.dot(left, left) + np.dot(right, right)) * 0.5
-    # Only a frame with real sound counts: in silence both sums are noise and their ratio means nothing.
-    if channel_energy > 1e-4 * len(left) and float(np.dot(mono, mono)) < CANCELLED_SHARE * channel_energy:
-        samples.append((left - right) * 0.5)
-        return len(left) / sample_rate
-    samples.append(mono)
-    return 0.0
+class _Mixer:
+    """Resampled frames to mono samples. Stereo is the channels' mean, except where they cancel out (one channel
+    wired with inverted polarity): there it is their difference, quiet frames included.
+
+    Which way the channels are wired is told by frames with real sound only (in near-silence the ratio of the two
+    sums is noise) and holds for the quiet frames around them: judged frame by frame, the quiet parts of speech
+    in an inverted file were mixed to nothing (64 % of a real AMI meeting's samples), and the words with them."""
+
+    def __init__(self, samples: _GrowingSamples, stereo: bool, sample_rate: int) -> None:
+        self.samples = samples
+        self.stereo = stereo
+        self.sample_rate = sample_rate
+        self.inverted: bool | None = None  # None: no frame with sound yet
+        self.inverted_seconds = 0.0
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (mean, difference) until the wiring is known
+        self._pending_samples = 0
+
+    def add(self, resampled: object) -> None:
+        array = resampled.to_ndarray()  # type: ignore[attr-defined]
+        if not self.stereo:
+            self.samples.append(array.reshape(-1))
+            return
+        left, right = array[0], array[1]
+        mean, difference = (left + right) * 0.5, (left - right) * 0.5
+        channel_energy = float(np.dot(left, left) + np.dot(right, right)) * 0.5
+        if channel_energy > 1e-4 * len(left):
+            kept = float(np.dot(mean, mean)) / channel_energy
+            if kept < CANCELLED_SHARE:
+                self._decide(True)
+            elif kept > RESTORED_SHARE or self.inverted is None:
+                self._decide(False)
+        if self.inverted is None:
+            self._pending.append((mean, difference))
+            self._pending_samples += len(mean)
+            if self._pending_samples > UNDECIDED_SECONDS * self.sample_rate:
+                self._decide(False)
+            return
+        self._emit(mean, difference)
+
+    def finish(self) -> None:
+        if self._pending:
+            self._decide(False)
+
+    def _decide(self, inverted: bool) -> None:
+        self.inverted = inverted
+        pending, self._pending, self._pending_samples = self._pending, [], 0
+        for mean, difference in pending:
+            self._emit(mean, difference)
+
+    def _emit(self, mean: np.ndarray, difference: np.ndarray) -> None:
+        if self.inverted:
+            self.samples.append(difference)
+            self.inverted_seconds += len(difference) / self.sample_rate
+        else:
+            self.samples.append(mean)
 
 
 def _expected_samples(stream: object, container: object, sample_rate: int) -> int:
