@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -66,37 +66,17 @@ def finished_transcript(open_window, qtbot, source: Path):  # type: ignore[no-un
     return window, job, view
 
 
-class LatenessProbe:
-    """A 20 ms timer that records how late it fires: the event loop's responsiveness."""
-
-    def __init__(self) -> None:
-        self.gaps: list[float] = []
-        self._last = time.perf_counter()
-        self.timer = QTimer()
-        self.timer.setInterval(20)
-        self.timer.timeout.connect(self._tick)
-        self.timer.start()
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self.gaps.append(now - self._last)
-        self._last = now
-
-
 def test_drop_two_files_and_a_corrupt_one(open_window, qtbot, sample_dir: Path, corrupt_file: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     second = tmp_path / "second interview.wav"
     second.write_bytes((sample_dir / "sample.wav").read_bytes())
     window = open_window()
-    probe = LatenessProbe()
     drop(window.drop_zone, [sample_dir / "sample.wav", corrupt_file, second])
     assert [job.source.name for job in window.store.jobs()] == ["sample.wav", corrupt_file.name, second.name]
     assert window.model.rowCount() == 3
 
     qtbot.waitUntil(lambda: finished(window), timeout=LONG_WAIT)
-    probe.timer.stop()
     assert states(window) == [JobState.DONE, JobState.FAILED, JobState.DONE]
-    # The window kept serving events the whole time (inference runs in another process).
-    assert max(probe.gaps) < 1.0, f"event loop stalled {max(probe.gaps):.2f} s"
+    # How responsive the window stays meanwhile is measured by benchmarks/bench_window_events.py.
     failed_row = 1
     tooltip = window.model.data(window.model.index(failed_row, 0), Qt.ItemDataRole.ToolTipRole)
     assert str(corrupt_file) in tooltip and "not an audio or video file" in tooltip
