@@ -117,6 +117,8 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, NoCapacity):
         return f"No machine free. {text}"
     if isinstance(error, HostKeyError):
+        if error.mid_session:  # its own text says what had been sent before the key changed
+            return f"The host's key changed during the session, so Scriba stopped. {text}"
         return f"The host's key was refused; nothing was sent. {text}"
     if isinstance(error, ScribaError):  # written for the user already
         return text

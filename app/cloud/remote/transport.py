@@ -67,7 +67,13 @@ class NoSftpError(TransportError):
 
 
 class HostKeyError(TransportError):
-    """An unknown or changed host key: the connection was refused before anything was sent."""
+    """An unknown or changed host key: this connection was refused before anything was sent on it.
+    ``mid_session``: the session had been connected to the host with its expected key before (what was sent then
+    went to that machine)."""
+
+    def __init__(self, message: str, *, mid_session: bool = False) -> None:
+        super().__init__(message)
+        self.mid_session = mid_session
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,16 @@ def parse_ssh_url(url: str, key_file: Path | None = None) -> SshEndpoint:
         raise TransportError(f"'{url}' is not an SSH address: write it as ssh://user@host:port")
     rest = url[len("ssh://") :].rstrip("/")
     user, _, hostport = rest.rpartition("@")
-    host, _, port = hostport.partition(":") if not hostport.startswith("[") else hostport[1:].partition("]:")
+    if hostport.startswith("["):
+        # An IPv6 address: [address] or [address]:port, nothing else (a missing "]" once read as host "::1:22").
+        host, closed, after = hostport[1:].partition("]")
+        if not closed or not host or (after and (not after.startswith(":") or len(after) == 1)):
+            raise TransportError(
+                f"'{url}' is not an SSH address: write an IPv6 address in brackets, as ssh://user@[::1]:22"
+            )
+        port = after[1:]
+    else:
+        host, _, port = hostport.partition(":")
     if not host:
         raise TransportError(f"'{url}' has no host: write it as ssh://user@host:port")
     try:
@@ -235,6 +250,7 @@ class SshSession:
         self._sftp: paramiko.SFTPClient | None = None
         # Learnt once per session: some hardened or minimal images run sshd without the SFTP subsystem.
         self.has_sftp = True
+        self._was_connected = False  # a key refused after this is a key that changed in the middle of the work
 
     # ----------------------------------------------------------------------------------------- connection
 
@@ -261,10 +277,18 @@ class SshSession:
             )
         except paramiko.BadHostKeyException as error:
             client.close()
+            where = f"{self.endpoint.host}:{self.endpoint.port}"
+            keys = f"expected {fingerprint(error.expected_key)}, got {fingerprint(error.key)}"
+            if self._was_connected:
+                raise HostKeyError(
+                    f"HOST KEY CHANGED for {where} during the session: {keys}. Refusing to reconnect: this may be a "
+                    "different machine or someone in between. Nothing was sent after the change; what was sent "
+                    "before the change (files uploaded so far, the job) went to the machine with the expected key.",
+                    mid_session=True,
+                ) from None
             raise HostKeyError(
-                f"HOST KEY CHANGED for {self.endpoint.host}:{self.endpoint.port}: expected "
-                f"{fingerprint(error.expected_key)}, got {fingerprint(error.key)}. Refusing to connect: this may be "
-                "a different machine or someone in between. Nothing was uploaded."
+                f"HOST KEY CHANGED for {where}: {keys}. Refusing to connect: this may be a different machine or "
+                "someone in between. Nothing was uploaded."
             ) from None
         except HostKeyError:
             client.close()
@@ -282,6 +306,7 @@ class SshSession:
             raise _revoked_error(self.endpoint, self.known_hosts, server_key)
         transport.set_keepalive(15)  # a NAT that forgets idle connections would otherwise cut a long job
         self._client = client
+        self._was_connected = True
 
     def close(self) -> None:
         if self._sftp is not None:
