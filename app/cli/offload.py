@@ -537,7 +537,7 @@ def cmd_offload_key(args: argparse.Namespace) -> int:
     import getpass
 
     from app.cloud.providers import PROVIDER_CLASSES, api_key, key_env_name
-    from app.core.secrets import set_secret
+    from app.core.secrets import get_secret, set_secret
 
     cls = PROVIDER_CLASSES[args.provider]
     env_name = key_env_name(cls.name)
@@ -564,6 +564,23 @@ def cmd_offload_key(args: argparse.Namespace) -> int:
     if args.key_action == "clear":
         print(f"{cls.title}: key removed from the keyring" + (f" ({env_name} is still set)" if api_key(cls) else ""))
         return ExitCode.OK
+    # Some backends take a key without a word and keep nothing (keyring's null backend): read it back.
+    try:
+        kept = get_secret(cls.key_name) == value.strip()
+    except Exception:
+        kept = False
+    if not kept:
+        import keyring
+
+        backend = type(keyring.get_keyring())
+        print(
+            f"scriba: error: the key was not stored: the keyring backend ({backend.__module__}.{backend.__name__}) "
+            "took it but keeps nothing (reading it back found no key). Choose a keyring that stores secrets "
+            "(GNOME Keyring, KWallet, macOS Keychain, Windows Credential Manager; check PYTHON_KEYRING_BACKEND and "
+            f"keyringrc.cfg), or for this shell only set {env_name} in the environment.",
+            file=sys.stderr,
+        )
+        return ExitCode.FAILED
     print(f"{cls.title}: key stored in the system keyring (never in a file or log)")
     return ExitCode.OK
 

@@ -189,3 +189,16 @@ def test_sweep_with_a_damaged_ledger_and_no_key_sets_it_aside_and_says_what_to_d
     assert "is damaged" in line and "scriba offload key set" in line
     [aside] = data.glob("cloud-ledger.sqlite3.damaged-*")
     assert aside.read_bytes() == damaged and str(aside) in line
+
+
+def test_key_set_with_a_keyring_that_keeps_nothing_says_it_was_not_stored(tmp_path: Path) -> None:
+    """keyring's null backend takes every key without a word and keeps none: "stored" was not true."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    command = [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "offload", "key", "set", "vast"]
+    result = subprocess.run(command, input="vast-secret-789\n", capture_output=True, text=True, env=env)
+    assert result.returncode == 1, result.stdout
+    assert "stored in the system keyring" not in result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert "not stored" in line and "null" in line and "SCRIBA_VAST_API_KEY" in line
+    assert "vast-secret-789" not in result.stderr + result.stdout
