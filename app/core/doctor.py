@@ -15,12 +15,13 @@ import platform
 import sys
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from app import __version__
 from app.core.engine.gpu_plan import GpuMemory, choose_batch_size, choose_model
 from app.core.gpu.cuda_libs import LibraryStatus, install_hint, missing_required, preload_cuda_libraries
+from app.core.gpu.faults import FaultMatch, classify, last_fault, record_fault
 from app.core.gpu.gpustats import GpuStatsSampler
 
 # Exit codes of `scriba doctor`.
@@ -97,7 +98,15 @@ def _torch_cuda(nvml_available: bool) -> dict[str, Any]:
     }
 
 
-def _smoke_test(device: str, compute_type: str) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class SmokeTest:
+    passed: bool
+    detail: str
+    error: BaseException | None = None  # what failed it
+    torch_fault: FaultMatch | None = None  # a known GPU fault of torch's (the diarization then runs on the CPU)
+
+
+def _smoke_test(device: str, compute_type: str) -> SmokeTest:
     """Transcribe one second of audio with the bundled tiny.en on ``device``: proof that the path loads and runs."""
     import numpy as np
 
@@ -113,17 +122,24 @@ def _smoke_test(device: str, compute_type: str) -> tuple[bool, str]:
         tone = (0.05 * np.sin(2 * np.pi * 440 * np.arange(SAMPLE_RATE) / SAMPLE_RATE)).astype(np.float32)
         segments, _ = model.transcribe(tone, beam_size=1, vad_filter=False, language="en")
         list(segments)
-        if device == "cuda":
-            import torch
+        ran = f"tiny.en ran on {device} ({compute_type}) in {time.perf_counter() - started:.1f} s"
+    except Exception as error:
+        return SmokeTest(False, f"tiny.en failed on {device} ({compute_type}): {type(error).__name__}: {error}", error)
+    if device == "cuda":
+        import torch
 
-            if torch.cuda.is_available():
+        if torch.cuda.is_available():
+            try:
                 product = torch.ones(256, 256, device="cuda") @ torch.ones(256, 256, device="cuda")
                 torch.cuda.synchronize()
-                if float(product[0, 0]) != 256.0:
-                    return False, "torch's CUDA matrix product gave a wrong result"
-        return True, f"tiny.en ran on {device} ({compute_type}) in {time.perf_counter() - started:.1f} s"
-    except Exception as error:
-        return False, f"tiny.en failed on {device} ({compute_type}): {type(error).__name__}: {error}"
+            except Exception as error:
+                fault = classify(error, loading=True)
+                if fault is None:
+                    return SmokeTest(False, f"torch failed on cuda: {type(error).__name__}: {error}", error)
+                return SmokeTest(True, ran, error, fault)  # the transcription's GPU works; the speakers' does not
+            if float(product[0, 0]) != 256.0:
+                return SmokeTest(False, "torch's CUDA matrix product gave a wrong result")
+    return SmokeTest(True, ran)
 
 
 def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[str, Any], int]:
@@ -160,12 +176,23 @@ def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[s
 
     device = "cuda" if gpu_ready else "cpu"
     compute_type = compute_type_candidates(device, "auto")[0]
+    smoke = _smoke_test(device, compute_type) if smoke_test else SmokeTest(True, "smoke test skipped")
+    gpu_fault = classify(smoke.error, loading=True) if device == "cuda" and smoke.error and not smoke.passed else None
+    if gpu_fault is not None:
+        # A GPU fault Scriba knows: every job would run on the CPU and say why, so that is what is checked.
+        note = gpu_fault.note("jobs are transcribed")
+        record_fault(gpu_fault, "doctor", note)
+        problems.append(f"{note} (CTranslate2: {gpu_fault.text}; a known problem, see {gpu_fault.fault.peer_issue})")
+        gpu_ready = False
+        device = "cpu"
+        compute_type = compute_type_candidates(device, "auto")[0]
+        smoke = _smoke_test(device, compute_type)
     if gpu_ready:
         reason = (
             f"cuda: CTranslate2 sees {ct2_devices} GPU(s) and cuBLAS 12 is loaded; {compute_type} is the first of "
             f"the chain int8_float16, float16, int8, float32 that the card supports"
         )
-    elif nvml_available:
+    elif nvml_available or gpu_fault is not None:
         reason = f"cpu: the GPU cannot be used ({'; '.join(problems)}); {compute_type} is the fastest CPU type"
     else:
         reason = f"cpu: no usable NVIDIA GPU ({sampler.reason}); {compute_type} is the fastest CPU type"
@@ -174,27 +201,35 @@ def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[s
     diarization_device = "cuda" if gpu_ready and torch_cuda["available"] else "cpu"
     if gpu_ready and not torch_cuda["available"]:
         problems.append(f"pyannote will diarize on CPU: {torch_cuda['reason']}")
+    diarization_note = ""
+    if smoke.torch_fault is not None:
+        diarization_device = "cpu"
+        torch_note = smoke.torch_fault.note("speakers are found")
+        record_fault(smoke.torch_fault, "doctor", torch_note)
+        problems.append(f"{torch_note} (torch: {smoke.torch_fault.text}; see {smoke.torch_fault.fault.peer_issue})")
+        diarization_note = f" ({torch_note})"
 
-    passed, smoke = _smoke_test(device, compute_type) if smoke_test else (True, "smoke test skipped")
+    passed, detail = smoke.passed, smoke.detail
     if not passed:
-        verdict, code = f"FAILED: {smoke}. Reinstall Scriba (`make venv`) and run `scriba doctor` again.", BROKEN
+        verdict, code = f"FAILED: {detail}. Reinstall Scriba (`make venv`) and run `scriba doctor` again.", BROKEN
     elif gpu_ready:
         gpu_name = first_gpu.name if first_gpu else "CUDA GPU"
         memory = f", {first_gpu.total_mb / 1024:.0f} GB" if first_gpu else ""
         verdict = (
-            f"GPU test PASSED: {gpu_name}{memory}, driver {sampler.driver_version or '?'}; {smoke}; "
-            f"default model {model.model.name}, {batch_reason}; diarization on {diarization_device}"
+            f"GPU test PASSED: {gpu_name}{memory}, driver {sampler.driver_version or '?'}; {detail}; "
+            f"default model {model.model.name}, {batch_reason}; diarization on {diarization_device}{diarization_note}"
         )
         code = OK
-    elif nvml_available:
-        verdict = f"GPU NOT USED: {'; '.join(problems)}. Scriba works on CPU meanwhile ({smoke})."
+    elif nvml_available or gpu_fault is not None:
+        verdict = f"GPU NOT USED: {'; '.join(problems)}. Scriba works on CPU meanwhile ({detail})."
         code = GPU_UNUSABLE
     else:
         verdict = (
-            f"CPU set-up OK: {smoke}; default model {model.model.name}. No GPU: {sampler.reason}. For a GPU, "
+            f"CPU set-up OK: {detail}; default model {model.model.name}. No GPU: {sampler.reason}. For a GPU, "
             "install an NVIDIA card's driver (nvidia-smi must work) and run `scriba doctor` again."
         )
         code = OK
+    last = last_fault()
 
     report: dict[str, Any] = {
         "scriba": __version__,
@@ -220,7 +255,9 @@ def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[s
             "diarization_device": diarization_device,
         },
         "problems": problems,
-        "smoke_test": {"passed": passed, "detail": smoke},
+        "smoke_test": {"passed": passed, "detail": detail},
+        # The last GPU fault a job (or this check) met on this machine, and what ran instead.
+        "last_gpu_fault": last.to_dict() if last else None,
         "verdict": verdict,
     }
     return report, code
@@ -255,6 +292,15 @@ def format_report(report: dict[str, Any]) -> str:
         f"Model: {selected['model_reason']}",
         f"Batching: {selected['batch_reason']}",
         f"Diarization: {selected['diarization_device']}",
+    ]
+    fault = report.get("last_gpu_fault")
+    if fault:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(fault["when"]))
+        lines += [
+            f"Last GPU fault ({when}, {fault['stage']}): {fault['note']}",
+            f"  {fault['error']} (a known problem: {fault['peer_issue']})",
+        ]
+    lines += [
         "",
         report["verdict"],
     ]

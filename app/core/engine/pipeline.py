@@ -25,6 +25,7 @@ from app.core.engine.stage_costs import StageCosts, job_fraction, model_cost, st
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult, resolve_device
 from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 from app.core.errors import CancelledError, DiarizationError, UsageError
+from app.core.gpu.faults import classify, record_fault
 
 if TYPE_CHECKING:
     from app.core.engine.diarize.encoder import SpeakerEncoder
@@ -257,9 +258,18 @@ class Engine:
             transcript = self.identify(transcript, whole, Path(options.speaker_library))
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
-        self.stage_costs.record(timings, duration, *cost_key, alongside=alongside)
+        # Under the devices the stages ran on: a stage a GPU fault moved to the CPU took a CPU's time.
+        ran_on = (transcription.device, diarization.device if diarization is not None else diarize_device)
+        self.stage_costs.record(
+            timings, duration, transcription.model, ran_on[0], diarizer_name, ran_on[1], alongside=alongside
+        )
         report("merge", 1.0)
-        warnings = input_warnings(whole, probe_duration(source)) + language_warnings
+        gpu_faults = tuple(
+            note
+            for note in (transcription.gpu_fault, diarization.gpu_fault if diarization is not None else None)
+            if note
+        )
+        warnings = input_warnings(whole, probe_duration(source)) + language_warnings + gpu_faults
         return replace(transcript, timings=timings, warnings=warnings + transcript.warnings)
 
     @staticmethod
@@ -389,7 +399,7 @@ class Engine:
     ) -> DiarizationResult:
         choice = choose_backend(options)
         try:
-            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
+            turns, ran, fault = self._run_on_device(choice, audio, options, progress, cancel, threads)
         except CancelledError:
             raise
         except DiarizationError as error:
@@ -398,11 +408,47 @@ class Engine:
             # Automatic choice: a pyannote failure (offline, licence not accepted) must not lose the job.
             log.warning("pyannote failed, falling back to the built-in diarizer: %s", error)
             choice = DiarizerChoice("embedded", f"pyannote could not run ({error}): used the built-in diarizer")
-            turns = self._run_backend(choice, audio, options, progress, cancel, threads)
-        diarizer = self._diarizers[self._diarizer_key(choice, options, threads)]
+            turns, ran, fault = self._run_on_device(choice, audio, options, progress, cancel, threads)
+        diarizer = self._diarizers[self._diarizer_key(choice, ran, threads)]
         device = str(getattr(diarizer, "device", "cpu"))
-        note = getattr(diarizer, "device_note", f"on {device.upper()}")
-        return DiarizationResult(turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device)
+        note = f"on CPU: {fault}" if fault else getattr(diarizer, "device_note", f"on {device.upper()}")
+        return DiarizationResult(
+            turns=turns, backend=choice.backend, reason=f"{choice.reason} ({note})", device=device, gpu_fault=fault
+        )
+
+    def _run_on_device(
+        self,
+        choice: DiarizerChoice,
+        audio: Audio,
+        options: DiarizerOptions,
+        progress: Callable[[float], None] | None,
+        cancel: CancelToken | None,
+        threads: int | None,
+    ) -> tuple[tuple[Turn, ...], DiarizerOptions, str | None]:
+        """The backend's turns on the options' device; after a known GPU fault, on the CPU. Returns the turns, the
+        options they were found with, and the fault's note (None: no fault)."""
+        diarizer = self._diarizer(choice, options, threads)
+        loading = True
+        try:
+            load = getattr(diarizer, "load", None)
+            if load is not None:
+                load()  # the move onto the GPU, where most faults show (and where out of memory is one)
+            loading = False
+            return diarizer.diarize(audio, options.hints, progress, cancel), options, None
+        except CancelledError:
+            raise
+        except Exception as error:
+            on_gpu = str(getattr(diarizer, "device", options.device)) == "cuda"
+            fault = classify(error, loading=loading) if on_gpu else None
+            if fault is None:
+                raise
+            note = fault.note("speakers found")
+            log.warning("%s (%s; see %s)", note, fault.text, fault.fault.peer_issue)
+            record_fault(fault, "diarization", note)
+            # The half-moved diarizer is dropped: the next job tries the GPU afresh.
+            del self._diarizers[self._diarizer_key(choice, options, threads)]
+            on_cpu = replace(options, device="cpu")
+            return self._run_backend(choice, audio, on_cpu, progress, cancel, threads), on_cpu, note
 
     @staticmethod
     def _diarizer_key(
@@ -420,6 +466,10 @@ class Engine:
         cancel: CancelToken | None,
         threads: int | None = None,
     ) -> tuple[Turn, ...]:
+        return self._diarizer(choice, options, threads).diarize(audio, options.hints, progress, cancel)
+
+    def _diarizer(self, choice: DiarizerChoice, options: DiarizerOptions, threads: int | None) -> Diarizer:
+        """The diarizer for ``choice`` and ``options``, made (nothing loaded) the first time."""
         key = self._diarizer_key(choice, options, threads)
         diarizer = self._diarizers.get(key)
         if diarizer is None:
@@ -433,7 +483,7 @@ class Engine:
                 # Its networks' sessions keep the thread count they were made with: one diarizer per count.
                 diarizer = EmbeddedDiarizer(device=options.device, threads=threads)
             self._diarizers[key] = diarizer
-        return diarizer.diarize(audio, options.hints, progress, cancel)
+        return diarizer
 
 
 # Decoded audio shorter than the container says by more than this is reported as partial. Generous, because

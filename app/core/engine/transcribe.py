@@ -29,6 +29,7 @@ from app.core.engine.memory import release_freed_memory
 from app.core.engine.models import ResolvedModel, resolve_model
 from app.core.engine.transcript import Segment, Word
 from app.core.errors import DeviceError, UsageError
+from app.core.gpu.faults import FaultMatch, classify, record_fault
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,9 @@ class TranscriptionResult:
     device: str
     compute_type: str
     batch_size: int = 0  # the batch size that finished the job (after any out-of-memory halving)
+    # Why the job ran on the CPU although the GPU was chosen (a known GPU fault, app/core/gpu/faults.py); None: no
+    # fault.
+    gpu_fault: str | None = None
 
 
 def cuda_device_count() -> int:
@@ -200,6 +204,8 @@ class Transcriber:
         self.batch_size = 0  # the last job's batch size after any halving
         self.fallbacks: list[str] = []  # what was refused on the way (compute types, batch sizes), for the log
         self.align_seconds = 0.0  # the last job's word-alignment pass (part of its transcription time)
+        self.gpu_fault: str | None = None  # set when a known GPU fault moved this transcriber to the CPU
+        self._compute_request = options.compute_type  # "auto" after a fall back to the CPU
         self.gain = 1.0  # what the last job's samples were multiplied by before decoding (app/core/engine/level.py)
         self._model_factory = model_factory
         self._batched_factory = batched_factory
@@ -251,7 +257,7 @@ class Transcriber:
             factory = WhisperModel
 
         failures: list[str] = []
-        for compute_type in compute_type_candidates(self.device, self.options.compute_type):
+        for compute_type in compute_type_candidates(self.device, self._compute_request):
             try:
                 self._model = factory(
                     str(self.model_ref.path),
@@ -260,6 +266,12 @@ class Transcriber:
                     cpu_threads=self.options.resolved_cpu_threads(),
                 )
             except (ValueError, RuntimeError) as error:
+                fault = classify(error, loading=True) if self.device == "cuda" else None
+                if fault is not None:
+                    # No other compute type helps a GPU that cannot run at all: the CPU does the job.
+                    self._fall_back_to_cpu(fault)
+                    self.load()
+                    return
                 # CTranslate2 raises ValueError for a compute type the device lacks (float16 on a Pascal card)
                 # and RuntimeError for missing CUDA libraries or memory; the next type in the chain may work.
                 failures.append(f"{compute_type}: {error}")
@@ -285,6 +297,21 @@ class Transcriber:
         self._model = None
         self._batched = None
 
+    def _fall_back_to_cpu(self, fault: FaultMatch) -> None:
+        """After a known GPU fault: the CPU, with its own compute type and (when the model was chosen
+        automatically) the model a CPU run would choose, so the job gives what a CPU run gives."""
+        note = fault.note("transcribed")
+        log.warning("%s (%s; see %s)", note, fault.text, fault.fault.peer_issue)
+        record_fault(fault, "transcription", note)
+        self.unload()
+        self.device = "cpu"
+        self.device_reason = f"cpu: {note}"
+        self.gpu_fault = note
+        self.fallbacks.append(note)
+        self._compute_request = "auto"
+        if self.options.model in (None, "auto"):
+            self.model_ref, self.model_reason = self._resolve_model(self.options.model)
+
     def transcribe(
         self,
         audio: Audio,
@@ -292,6 +319,25 @@ class Transcriber:
         cancel: CancelToken | None = None,
     ) -> TranscriptionResult:
         self.load()
+        progress = _never_back(progress)
+        try:
+            return self._transcribe(audio, progress, cancel)
+        except Exception as error:
+            # Some faults come only when the GPU first computes (a missing cuBLAS or cuDNN, a card without
+            # kernels): the whole file again, on the CPU. Anything else is the job's error, as it was.
+            fault = classify(error, loading=False) if self.device == "cuda" else None
+            if fault is None:
+                raise
+            self._fall_back_to_cpu(fault)
+            self.load()
+            return self._transcribe(audio, progress, cancel)
+
+    def _transcribe(
+        self,
+        audio: Audio,
+        progress: ProgressCallback | None,
+        cancel: CancelToken | None,
+    ) -> TranscriptionResult:
         options = self.options
         if options.task == "translate" and not self.multilingual:
             raise UsageError(
@@ -351,6 +397,7 @@ class Transcriber:
             device=self.device,
             compute_type=self.compute_type,
             batch_size=batch_size,
+            gpu_fault=self.gpu_fault,
         )
 
     def _decode_piece(
@@ -457,6 +504,19 @@ def _shifted(segment: Segment, offset: float) -> Segment:
         end=segment.end + offset,
         words=tuple(replace(word, start=word.start + offset, end=word.end + offset) for word in segment.words),
     )
+
+
+def _never_back(progress: ProgressCallback | None) -> ProgressCallback | None:
+    """``progress`` that never reports less than it already has (a file started again on the CPU)."""
+    if progress is None:
+        return None
+    furthest = [0.0]
+
+    def report(fraction: float) -> None:
+        furthest[0] = max(furthest[0], fraction)
+        progress(furthest[0])
+
+    return report
 
 
 def _shifted_progress(

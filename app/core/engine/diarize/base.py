@@ -43,6 +43,7 @@ class DiarizationResult:
     backend: str
     reason: str  # why this backend ran, for the user ("no Hugging Face token: used the built-in diarizer")
     device: str = "cpu"
+    gpu_fault: str | None = None  # why it ran on the CPU although the GPU was chosen (app/core/gpu/faults.py)
 
 
 class Diarizer(Protocol):

@@ -152,6 +152,10 @@ class EmbeddedDiarizer:
         self._segmentation: Segmentation | None = None
         self._embedding: SpeakerEmbedding | None = None
 
+    def load(self) -> None:
+        """Load the networks onto the device now (the move onto a GPU is where its faults show)."""
+        self._load()
+
     def _load(self) -> tuple[Segmentation, SpeakerEmbedding]:
         import torch
 
