@@ -16,7 +16,7 @@ APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfon
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
+.PHONY: gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
 
 venv: $(STAMP)
 
@@ -105,3 +105,11 @@ screenshots: screenshot
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# The GPU proof's kit (docs/gpu.md): .gpu-kit/load-N, each at most 60 MiB, one device call each.
+gpu-kit: venv
+	$(BIN)/python benchmarks/gpu_kit/make_kit.py $(GPU_KIT_ARGS)
+
+# The GPU machine's calls rehearsed here on the CPU, in a fresh Python 3.12 environment like that machine's.
+gpu-kit-rehearse: gpu-kit
+	bash benchmarks/gpu_kit/rehearse.sh
