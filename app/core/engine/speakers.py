@@ -291,6 +291,12 @@ class SpeakerLibrary:
                 f"The speaker library {library.path} cannot be read ({error}). Move it away to start a new one."
             ) from None
         version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > LIBRARY_VERSION:
+            raise SpeakerLibraryError(
+                f"The speaker library {library.path} was written by a newer version of Scriba (library format "
+                f"{version}; this version reads format {LIBRARY_VERSION}). It is left untouched: update Scriba to "
+                "use it."
+            )
         try:
             if version != LIBRARY_VERSION:
                 raise ValueError(f"version {version!r}")
