@@ -36,7 +36,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
     store = JobStore(resolve_data_dir(args.data_dir))
     if store.set_aside is not None:
         print(f"note: {set_aside_text(store.set_aside)}", file=sys.stderr)
-    watch = WatchFolder(folder, job_options_from_args(args), store, recursive=args.recursive)
+    watch = WatchFolder(
+        folder,
+        job_options_from_args(args),
+        store,
+        recursive=args.recursive,
+        on_notice=lambda text: print(f"watch: {text}", file=sys.stderr),
+    )
     printer = EventPrinter()
     # The worker gets its own connection (it commits from its thread while this one adds jobs).
     worker = QueueWorker(JobStore(store.directory, recover=False), on_event=printer)
@@ -56,7 +62,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     try:
         while not stop.is_set():
             for job in watch.scan():
-                print(f"queued: job {job.id} {job.source}", file=sys.stderr)
+                again = " again" if job.attempts else ""  # a file that changed after its job had run
+                print(f"queued{again}: job {job.id} {job.source}", file=sys.stderr)
                 worker.wake()
             stop.wait(max(0.2, args.interval))
     finally:

@@ -1,5 +1,6 @@
-"""Settings > Watch folder in the real window: a recording dropped into the folder is queued, transcribed by the
-window's worker and exported beside itself; clearing the setting stops the watch."""
+"""Settings > Watch folder in the real window: a recording copied into the folder is queued once the copy is
+complete (a real writer process that stalls half-way), transcribed whole by the window's worker and exported
+beside itself; clearing the setting stops the watch."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from app.core.queue.jobs import JobState
+import soundfile
+
+from app.core.queue.jobs import JobOptions, JobState, JobStore
 from app.gui.settings_dialog import SettingsDialog
-from app.gui.watch_folder import INTERVAL_MS
+from app.gui.watch_folder import FolderWatcher
+from tests.slow_writer import SlowWriter, split_wav
 
 
-def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
+def test_a_recording_copied_into_the_watch_folder_is_transcribed_whole_beside_itself(
     open_window: Any, qtbot: Any, tmp_path: Path, sample_dir: Path
 ) -> None:
     inbox = tmp_path / "inbox"
@@ -27,20 +31,45 @@ def test_a_recording_dropped_into_the_watch_folder_is_transcribed_beside_itself(
     window.apply_settings(dialog.result_settings())
     assert window.folder_watcher.watch is not None and window.folder_watcher.watch.folder == inbox
 
-    shutil.copy(sample_dir / "sample.wav", inbox / "call.wav")
-    # Settled after two looks; the queue shows it once the look (off the main thread) has reported.
-    qtbot.waitUntil(lambda: window.model.rowCount() == 1, timeout=20_000)
+    # A copy that stalls half-way, its file still open: for longer than two looks and the settle time, after
+    # which a file unchanged is no longer taken for complete on that alone.
+    source = sample_dir / "sample.wav"
+    writer = SlowWriter("open", inbox / "call.wav", *split_wav(source, tmp_path)[:2])
+    try:
+        watch = window.folder_watcher.watch
+        looks = watch.looks
+        qtbot.waitUntil(lambda: window.model.rowCount() == 1 or watch.looks >= looks + 4, timeout=30_000)
+        assert window.model.rowCount() == 0, "queued while still being copied"
+        assert watch.waiting[inbox / "call.wav"].startswith(f"it is open for writing by process {writer.pid}")
+        writer.finish()
+    finally:
+        writer.kill()
+    # The queue shows it once a look (off the main thread) has found it complete.
+    qtbot.waitUntil(lambda: window.model.rowCount() == 1, timeout=30_000)
     (job,) = window.store.jobs()
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=180_000)
+    done = window.store.get(job.id)
+    assert not done.partial and done.duration is not None
+    assert abs(done.duration - soundfile.info(source).duration) < 0.05
     qtbot.waitUntil(lambda: (inbox / "call.md").exists(), timeout=10_000)
     assert "chicago" in (inbox / "call.txt").read_text().lower()
 
     window.apply_settings(window.settings.with_job(watch_folder=None))
     assert window.folder_watcher.watch is None
-    shutil.copy(sample_dir / "sample.wav", inbox / "second.wav")
     window.folder_watcher.look()
     assert not window.folder_watcher.looking
-    qtbot.wait(2 * INTERVAL_MS + 500)  # long enough for a watched file to be seen twice and queued
+    # The proof that the window's watcher had its chance: one like it, on a folder of its own, has queued a copy
+    # dropped there at the same moment.
+    control_folder = tmp_path / "control"
+    control_folder.mkdir()
+    control = FolderWatcher(JobStore(tmp_path / "control-data"), JobOptions)
+    control_queued: list[Any] = []
+    control.queued.connect(control_queued.extend)
+    control.set_folder(str(control_folder))
+    shutil.copy(source, inbox / "second.wav")
+    shutil.copy(source, control_folder / "second.wav")
+    qtbot.waitUntil(lambda: len(control_queued) == 1, timeout=30_000)
+    control.stop()
     assert len(window.store.jobs()) == 1  # no longer watched
 
 
