@@ -138,7 +138,7 @@ def test_stop_puts_the_running_job_back(tmp_path: Path, long_wav: Path) -> None:
     assert [e.kind for e in events][-2:] == ["requeued", "idle"]
 
 
-def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -> None:
+def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The window and `scriba queue run` side by side: never two jobs (two models) at once."""
     from app.core.queue.worker import QueueLock
 
@@ -146,6 +146,17 @@ def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -
     jobs = [store.add(sample_dir / "sample.wav", FAST) for _ in range(2)]
     other = QueueLock(tmp_path)
     assert other.acquire()  # another process is running a job from this queue
+    # Every time the worker asks for the queue's lock and is refused, counted: proof that it looked again.
+    refusals: list[bool] = []
+    acquire = QueueLock.acquire
+
+    def counted(lock: QueueLock) -> bool:
+        taken = acquire(lock)
+        if lock is not other and not taken:
+            refusals.append(True)
+        return taken
+
+    monkeypatch.setattr(QueueLock, "acquire", counted)
     events: list[JobEvent] = []
     worker = _worker(store, events)
     thread = threading.Thread(target=worker.run, kwargs={"until_empty": True}, daemon=True)
@@ -153,8 +164,16 @@ def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path) -
     _wait_for(lambda: any(e.kind == "waiting" for e in events), timeout=10)
     waiting = next(e for e in events if e.kind == "waiting")
     assert f"pid {os.getpid()}" in (waiting.message or "")
-    time.sleep(1.5)
+    # Three more looks at the queue, each refused the lock (wake() instead of its one-second poll).
+    seen = len(refusals)
+
+    def looked_again() -> bool:
+        worker.wake()
+        return len(refusals) >= seen + 3
+
+    _wait_for(looked_again, timeout=30)
     assert all(store.get(job.id).state is JobState.QUEUED for job in jobs)  # it waited
+    monkeypatch.undo()
     other.release()
     thread.join(180)
     assert all(store.get(job.id).state is JobState.DONE for job in jobs)
