@@ -671,6 +671,7 @@ class FakeSoundDevice:
         self.samples = samples
         self.default = SimpleNamespace(device=(1, 0))
         self.opened: dict[str, Any] = {}
+        self.stream: FakeStream | None = None
 
     def query_devices(self, device: Any = None, kind: str | None = None) -> Any:
         devices = [
@@ -692,7 +693,8 @@ class FakeSoundDevice:
 
     def InputStream(self, **kwargs: Any) -> Any:  # sounddevice spells it so
         self.opened = kwargs
-        return FakeStream(self.samples, **kwargs)
+        self.stream = FakeStream(self.samples, **kwargs)
+        return self.stream
 
 
 class FakeStream:
@@ -702,6 +704,7 @@ class FakeStream:
         self.samples, self.rate, self.blocksize, self.callback = samples, samplerate, blocksize, callback
         self.channels = channels
         self._stopping = threading.Event()
+        self.played = threading.Event()  # every block handed to the callback, and the callback returned
         self._thread = threading.Thread(target=self._play)
 
     def _play(self) -> None:
@@ -712,6 +715,7 @@ class FakeStream:
                 return
             frames = np.repeat(block.reshape(-1, 1), self.channels, axis=1)
             self.callback(frames, len(block), None, "input overflow" if number == 3 else "")
+        self.played.set()
 
     def start(self) -> None:
         self._thread.start()
@@ -746,7 +750,8 @@ def test_microphone_source_mixes_down_and_resamples_a_44k_stereo_device(
     source = MicrophoneSource(1, sounddevice=fake)
     dictation = Dictation(DictationOptions(), source, recorder, decoder=decoder)
     dictation.start()
-    time.sleep(len(device_audio) / FakeSoundDevice.RATE + 0.3)
+    # The device delivered all of it (in real time: a few seconds), so the recording is complete.
+    assert fake.stream is not None and fake.stream.played.wait(120)
     dictation.stop()
 
     assert source.samplerate == 44100 and fake.opened["channels"] == 2 and fake.opened["dtype"] == "float32"

@@ -3,23 +3,43 @@ running finishes. Real worker, real audio."""
 
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
 from app.core.queue.jobs import JobState
 
 
+class CountedWake(threading.Event):
+    """The worker's wake-up event, counting the worker's waits on it: one at the end of every look at the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
 def test_a_paused_queue_starts_nothing_until_resumed(open_window: Any, qtbot: Any, sample_dir: Path) -> None:
     window = open_window()
+    worker = window.bridge.worker
+    wake = worker._wake = CountedWake()  # the worker takes the new event at its next look
     window.pause_action.trigger()
-    assert window.bridge.worker.paused and window.pause_action.isChecked()
+    assert worker.paused and window.pause_action.isChecked()
     assert window.pause_action.text() == "Resume queue" and "paused" in window.worker_label.text()
     (job,) = window.add_paths([sample_dir / "sample.wav"])
-    deadline = time.monotonic() + 4  # several of the worker's looks at the queue
-    while time.monotonic() < deadline:
-        qtbot.wait(200)
-        assert window.store.get(job.id).state is JobState.QUEUED
+    # Two more waits: at least one whole look at the queue began after the job was there, and passed it by.
+    # (wake() stands in for the one-second poll.)
+    seen = wake.waits
+
+    def looked_twice_or_started() -> bool:
+        worker.wake()
+        return wake.waits >= seen + 2 or window.store.get(job.id).state is not JobState.QUEUED
+
+    qtbot.waitUntil(looked_twice_or_started, timeout=30_000)
+    assert window.store.get(job.id).state is JobState.QUEUED
     window.pause_action.trigger()
     assert not window.bridge.worker.paused and "paused" not in window.worker_label.text()
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=180_000)
