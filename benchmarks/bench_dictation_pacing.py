@@ -52,7 +52,8 @@ def main() -> int:
     pieces = [np.zeros(SAMPLE_RATE // 2, dtype=np.float32)]
     for index, text in enumerate(synth.SENTENCES[:3]):
         voice, pitch = synth.VOICES[index % 2]
-        pieces += [synth.speak(text, voice, pitch) * 0.8, np.zeros(int(1.5 * SAMPLE_RATE), dtype=np.float32)]
+        spoken = (synth.speak(text, voice, pitch) * 0.8).astype(np.float32)
+        pieces += [spoken, np.zeros(int(1.5 * SAMPLE_RATE), dtype=np.float32)]
     audio = np.concatenate(pieces)
 
     stream = DictationStream(DictationOptions(), SlowFinals(), StreamingVad(0.5, 0.5))
