@@ -98,6 +98,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     from app.cloud.offload.base import OffloadConfig, OffloadError, RemoteSetup
     from app.cloud.offload.launch import ledger_for
     from app.cloud.offload.queue_offload import resolved_options
+    from app.cloud.offload.results import results_dir
     from app.cloud.offload.run import Offload
     from app.cloud.offload.session import parse_remote_command
     from app.cloud.providers.ssh_host import SshHostProvider
@@ -165,6 +166,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         setup=setup,
         hf_token=token,
         budget_usd=args.budget,
+        keep_dir=results_dir(data_dir),
     )
     offload = Offload(provider, provider.offer(), ledger, config)
     status, result = run_offload(offload, args.inputs, on_event=_print_event)
@@ -590,6 +592,7 @@ def _export_results(args: argparse.Namespace, options: Any, result: Any) -> int:
     edited by hand, or a recording itself, is never replaced, and what -o refuses is kept in the data folder."""
     from app.cli.common import resolve_data_dir
     from app.cli.transcribe import export_record
+    from app.cloud.offload.results import forget_stored
     from app.core.engine.export import first_free_stem, save_transcript
 
     output = Path(options.output_dir) if options.output_dir else Path.cwd()
@@ -620,6 +623,11 @@ def _export_results(args: argparse.Namespace, options: Any, result: Any) -> int:
             for line in saved.lines:
                 print(line, file=sys.stderr)
             failed = failed or saved.failed
+            stored = result.stored.get(index)
+            if stored is not None and not saved.lost:
+                forget_stored(stored)
+            elif stored is not None:
+                print(f"note: the transcript of {source} is kept in {stored}", file=sys.stderr)
     finally:
         if record is not None:
             record.close()

@@ -447,3 +447,82 @@ def test_offload_run_keeps_hand_edited_exports_and_the_recordings_as_transcribe_
     assert not (folder / "memo-3.txt").exists()
     assert talk.read_bytes() == recording
     assert "Traceback" not in first.stderr + second.stderr + local.stderr
+
+
+@pytest.fixture()
+def memo(tmp_path: Path, espeak: str) -> Path:
+    from tests import synth
+
+    return synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+
+
+def test_offload_run_to_a_read_only_folder_keeps_the_paid_transcript(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], memo: Path
+) -> None:
+    """Issue 38, D4: -o on a read-only file system: the remote finished, its work folder was removed, then "an
+    unexpected error inside Scriba (OSError: Read-only file system)" and the transcript was gone."""
+    from tests.damaged_media import can_mount, small_disk
+
+    if not can_mount():
+        pytest.skip("mounting a read-only tmpfs needs root (the CI machines are root)")
+    data = tmp_path / "data"
+    with small_disk(tmp_path / "readonly", read_only=True) as target:
+        run = _offload_cli(sshd, tmp_path, remote_env, data, str(memo), "-f", "txt,json", "-o", str(target))
+        assert list(target.iterdir()) == []
+    assert run.returncode == 1, run.stderr
+    assert "unexpected error" not in run.stderr and "Traceback" not in run.stderr
+    (line,) = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert f"could not write to {target}" in line and "Read-only file system" in line
+    kept = sorted((data / "unsaved-exports").iterdir())
+    assert [path.name for path in kept] == ["memo.json", "memo.txt"]
+    assert all(str(path) in line for path in kept)
+    assert "milk" in (data / "unsaved-exports" / "memo.txt").read_text().lower()
+    # The copy stored before the remote one was removed goes once the exports hold the transcript.
+    assert list((data / "offload-results").rglob("*.json")) == []
+    assert "remote work directory removed" in run.stderr
+
+
+def test_the_transcript_is_stored_here_before_the_remote_copy_is_removed(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], memo: Path
+) -> None:
+    keep = tmp_path / "data" / "offload-results"
+    stored_at_removal: list[list[Path]] = []
+
+    def on_event(event: OffloadEvent) -> None:
+        if event.message == "remote work directory removed":
+            stored_at_removal.append(sorted(keep.rglob("*.json")))
+
+    offload = _offload(sshd, tmp_path, remote_env, keep_dir=keep)
+    result = offload.run([memo], on_event=on_event)
+    assert len(stored_at_removal) == 1, "the remote work folder was removed once"
+    (stored,) = stored_at_removal[0]
+    assert result.stored == {0: stored}
+    saved = json.loads(stored.read_text())
+    assert saved["source"] == str(memo.absolute()) and "milk" in json.dumps(saved["segments"]).lower()
+
+
+def test_transcripts_that_cannot_be_stored_here_stay_on_the_host(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], memo: Path
+) -> None:
+    """The data folder refuses the copy (read-only): the user's own host keeps its work folder, renamed so that
+    its watchdog leaves it alone, and the run says where."""
+    import shutil
+
+    from tests.damaged_media import can_mount, small_disk
+
+    if not can_mount():
+        pytest.skip("mounting a read-only tmpfs needs root (the CI machines are root)")
+    messages: list[str] = []
+    with small_disk(tmp_path / "readonly", read_only=True) as keep:
+        offload = _offload(sshd, tmp_path, remote_env, keep_dir=keep)
+        result = offload.run([memo], on_event=lambda event: messages.append(event.message))
+    assert "milk" in result.transcripts[0].text.lower() and result.stored == {}
+    assert offload.work is not None and not Path(offload.work).exists()
+    kept = Path(f"{offload.work}-kept")
+    try:
+        (remote,) = (kept / "out").glob("*.json")
+        assert "milk" in json.dumps(json.loads(remote.read_text())["segments"]).lower()
+        (said,) = [message for message in messages if "was kept as" in message]
+        assert "Read-only file system" in said and f"{kept}" in said
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)

@@ -126,6 +126,9 @@ class OffloadConfig:
     timing: OffloadTiming = OffloadTiming()
     # Called after each uploaded chunk (session, file index, bytes so far): tests cut the connection here.
     upload_hook: Callable[[SshSession, int, int], None] | None = None
+    # Where each transcript's JSON is stored as soon as it is downloaded, before the remote copy is removed
+    # (results.py); None: not stored (the caller keeps the transcripts itself).
+    keep_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ class OffloadResult:
     cost_usd: float
     instance: Instance | None
     speeds: dict[int, float]  # x real time per file, as measured on the remote machine
+    # Each transcript's JSON as stored on this computer before the remote copy was removed (OffloadConfig.keep_dir).
+    stored: dict[int, Path] = field(default_factory=dict)
 
 
 TeardownState = Literal["not_started", "nothing_to_end", "terminated", "unconfirmed"]

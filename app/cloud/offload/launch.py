@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.cloud.offload.base import OffloadConfig, OffloadError, RemoteSetup
 from app.cloud.offload.ledger import DATABASE_NAME, Ledger
+from app.cloud.offload.results import results_dir
 from app.cloud.offload.run import Offload
 from app.cloud.providers import NoCapacity, Provider, normalize_gpu_name, provider_from_keyring
 from app.cloud.types import Offer
@@ -209,6 +210,7 @@ def rented_config(
         hf_token=hf_token,
         budget_usd=budget_usd,
         estimate_usd=estimate_usd,
+        keep_dir=results_dir(data_dir),
     )
 
 
@@ -235,5 +237,6 @@ def build_ssh_offload(
         pin_new_host=False,
         setup=setup or RemoteSetup(),
         hf_token=hf_token,
+        keep_dir=results_dir(data_dir),
     )
     return Offload(provider, provider.offer(), ledger_for(data_dir), config)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from app.cloud.offload.base import OffloadCancelled, OffloadEvent, OffloadLike, OffloadResult
+from app.cloud.offload.results import forget_stored
 from app.core.cancel import CancelToken
 from app.core.queue.jobs import Job, JobOptions, JobStore
 
@@ -94,6 +95,8 @@ class QueueOffload:
         for index, job in enumerate(jobs):
             if index in result.transcripts:
                 self.store.finish(job.id, result.transcripts[index], result.speeds.get(index))
+                if index in result.stored:  # the queue holds it now
+                    forget_stored(result.stored[index])
                 self.store.set_note(job.id, f"transcribed on {offload.offer.gpu} ({offload.provider.name})")
             else:
                 reason = result.failures.get(index, f"{job.source.name}: the remote run gave no transcript")

@@ -48,6 +48,7 @@ from app.cloud.offload.base import (
     ProviderLike,
     Teardown,
 )
+from app.cloud.offload.results import store_locally
 from app.cloud.remote.transport import (
     CONNECTION_ERRORS,
     HostKeyError,
@@ -112,6 +113,9 @@ class Offload:
         self.reconnects = 0
         self.uploaded_bytes = 0
         self.ended_at: float | None = None  # when the teardown finished (what a batch node's bill runs to)
+        # Why the transcripts could not be stored on this computer (None: stored, or nothing to store): the remote
+        # work folder is then kept on the user's own host instead of removed.
+        self.unstored: str | None = None
 
     def __repr__(self) -> str:  # never shows the token
         return f"Offload(provider={self.provider.name!r}, offer={self.offer.offer!r})"
@@ -490,8 +494,12 @@ class Offload:
                 )
                 transcript = Transcript.from_dict(json.loads(local.read_text(encoding="utf-8")))
                 transcripts[index] = replace(transcript, source=str(files[index].absolute()))
+        # Paid work: stored here before the teardown may remove the remote copy.
+        stored, self.unstored = store_locally(self.config.keep_dir, Path(work).name, transcripts)
+        if self.unstored is not None:
+            self._emit("status", f"the transcripts could not be stored in {self.config.keep_dir} ({self.unstored})")
         self._emit("finished", f"{len(transcripts)} done, {len(failures)} failed")
-        return OffloadResult(transcripts, failures, 0.0, 0.0, None, speeds)
+        return OffloadResult(transcripts, failures, 0.0, 0.0, None, speeds, stored)
 
     def _read_events(self, remote: str, offset: int) -> bytes:
         return self.session.read_from(remote, offset)
@@ -580,8 +588,19 @@ class Offload:
                 if not session.connected:
                     session.connect()
                 self._kill_remote_worker(work)
-                session.run(["rm", "-rf", "--", work])
-                self._emit("status", "remote work directory removed")
+                if self.unstored is not None and not self.provider.rents_machines:
+                    # The transcripts are not safe on this computer: the user's own host keeps them (renamed, so
+                    # that the watchdog, which removes the work folder it watches, leaves them alone).
+                    kept = f"{work}-kept"
+                    session.run(["mv", "--", work, kept])
+                    self._emit(
+                        "status",
+                        f"the transcripts could not be stored on this computer ({self.unstored}): the remote work "
+                        f"folder was kept as {session.endpoint}:{kept} (its out/ folder holds them)",
+                    )
+                else:
+                    session.run(["rm", "-rf", "--", work])
+                    self._emit("status", "remote work directory removed")
             except Exception as error:  # the machine is terminated next anyway; an SSH host keeps a temp dir
                 self._emit("status", f"could not remove {work} on the remote ({_one_line(error)})")
         if session is not None:
