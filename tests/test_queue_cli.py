@@ -254,3 +254,74 @@ def test_a_corrupt_queue_file_is_set_aside_once_and_every_command_works(tmp_path
     assert aside.read_bytes() == damaged and aside.name in notes[0]
     second = scriba(data, "queue", "list")
     assert "damaged" not in second.stderr  # said once
+
+
+# ----------------------------------------------------------------------------------------- issue 38
+
+# Loaded by every Python process started with this folder first on PYTHONPATH: the process stops itself (SIGSTOP)
+# just before it renames a finished temporary file onto the name in STOP_BEFORE_REPLACING, so that the test kills
+# it there and nowhere else. Nothing in Scriba knows of it.
+_STOP_HOOK = """
+import os, signal, sys
+
+_name = os.environ.get("STOP_BEFORE_REPLACING")
+if _name:
+    def _stop(event, args):
+        if event == "os.rename" and os.path.basename(os.fsdecode(args[1])) == _name:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    sys.addaudithook(_stop)
+"""
+
+ALL_FORMATS = ("txt", "srt", "vtt", "json", "md", "csv", "tsv", "html", "docx", "qda")
+
+
+def test_a_kill_during_the_auto_export_is_finished_at_the_next_start(tmp_path: Path, espeak: str) -> None:
+    """Issue 38, D6: a job was stored done before its exports were written; killed while writing them, it kept one
+    format and a stray .tmp, exported=[], and nothing ever wrote the nine others or said they were missing."""
+    from tests import synth
+
+    data, out, hooks = tmp_path / "data", tmp_path / "out", tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(_STOP_HOOK)
+    memo = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    options = ("--model", "tiny.en", "--language", "en", "--no-diarize", "-f", ",".join(ALL_FORMATS))
+    scriba(data, "queue", "add", str(memo), *options, "-o", str(out))
+    repository = Path(__file__).resolve().parents[1]
+    runner = subprocess.Popen(
+        [*SCRIBA, "--data-dir", str(data), "queue", "run", "--until-empty"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{hooks}{os.pathsep}{repository}",
+            "STOP_BEFORE_REPLACING": "memo.srt",
+        },
+    )
+    try:
+        process = psutil.Process(runner.pid)
+        deadline = time.monotonic() + 300
+        while process.status() != psutil.STATUS_STOPPED:  # the srt is written, not yet renamed into place
+            assert runner.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        engine_processes = process.children(recursive=True)
+    finally:
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+    psutil.wait_procs(engine_processes, timeout=60)
+    names = sorted(path.name for path in out.iterdir())
+    assert len(names) == 2 and names[1] == "memo.txt" and names[0].startswith(".memo.srt.")
+    assert names[0].endswith(".tmp")
+    written_before = (out / "memo.txt").read_bytes()
+    (job,) = listing(data)
+    assert job["state"] == "done"
+
+    again = scriba(data, "queue", "run", "--until-empty")
+    expected = sorted(f"memo{'.qda.txt' if fmt == 'qda' else '.' + fmt}" for fmt in ALL_FORMATS)
+    assert sorted(path.name for path in out.iterdir()) == expected  # the stray .tmp is gone, nothing numbered
+    assert (out / "memo.txt").read_bytes() == written_before
+    assert "milk" in (out / "memo.srt").read_text().lower()
+    (job,) = listing(data)
+    assert sorted(Path(path).name for path in job["exported"]) == expected
+    assert job["exports_pending"] is False
+    assert "its exports were cut off" in again.stderr and "Traceback" not in again.stderr

@@ -152,6 +152,11 @@ def _queue_list(store: Any, as_json: bool) -> int:
         )
         for warning in job.warnings:
             print(f"      warning: {warning}")
+        if job.exports_pending:
+            print(
+                f"      note: the exports to {job.options.output_dir} are not all written yet; if the program "
+                "writing them stopped, the next `scriba queue run` (or the window) finishes them"
+            )
         if job.error:
             print(f"      error: {job.error}")
         elif job.note:

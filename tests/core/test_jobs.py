@@ -336,8 +336,10 @@ def test_a_schema_1_queue_is_upgraded_and_its_rows_fall_back_to_the_pid(tmp_path
 
     from app.core.queue import jobs as jobs_module
 
-    old_schema = jobs_module._SCHEMA.replace("    worker_started_at REAL,\n", "").replace(
-        ",\n    warnings TEXT NOT NULL DEFAULT '[]'", ""
+    old_schema = (
+        jobs_module._SCHEMA.replace("    worker_started_at REAL,\n", "")
+        .replace(",\n    warnings TEXT NOT NULL DEFAULT '[]'", "")
+        .replace(",\n    exports_pending INTEGER NOT NULL DEFAULT 0", "")
     )
     old_schema = old_schema[: old_schema.index("CREATE TABLE IF NOT EXISTS exports")]
     with sqlite3.connect(tmp_path / "queue.sqlite3") as db:

@@ -585,3 +585,18 @@ def save_transcript(
                 where += f"; it could not be kept in {fallback} either ({kept.summary()})"
         lines.append(f"error: could not write to {directory} ({reasons}){where}")
     return SavedTranscript(result, kept, tuple(lines))
+
+
+def stray_temporaries(directory: Path, stem: str, formats: Iterable[str]) -> list[Path]:
+    """The temporary files :func:`write_atomic` left for ``stem``'s exports (or ``stem-N``'s) when its process was
+    killed mid-write: ``.talk.srt.x1y2z3_a.tmp``. Only names of that exact shape: nothing else in the folder."""
+    import re
+
+    suffixes = "|".join(re.escape(filename("", fmt)) for fmt in dict.fromkeys(formats))
+    if not suffixes:
+        return []
+    shape = re.compile(rf"\.{re.escape(stem)}(?:-\d+)?(?:{suffixes})\.[a-z0-9_]{{8}}\.tmp")
+    try:
+        return sorted(path for path in directory.iterdir() if shape.fullmatch(path.name) and path.is_file())
+    except OSError:
+        return []

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from app.core.engine.transcribe import Device, Task
 
 # 2: worker_started_at (pid reuse), warnings (partial audio), exports (which files Scriba wrote).
-SCHEMA_VERSION = 2
+# 3: exports_pending (a done job whose auto-exports are not all written yet: a crash mid-export).
+SCHEMA_VERSION = 3
 DATABASE_NAME = "queue.sqlite3"
 
 # A worker on another machine (a data directory on a network share) cannot be checked by pid; its job is
@@ -128,6 +129,8 @@ class Job:
     transcript_path: Path | None = None
     exported: tuple[str, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = field(default_factory=tuple)  # the transcript's (partial audio …)
+    # Done, but its auto-exports are still being written, or were cut off (the worker finishes them at its start).
+    exports_pending: bool = False
 
     @property
     def partial(self) -> bool:
@@ -158,6 +161,7 @@ class Job:
             "completions": self.completions,
             "transcript": str(self.transcript_path) if self.transcript_path else None,
             "exported": list(self.exported),
+            "exports_pending": self.exports_pending,
             "warnings": list(self.warnings),
             "partial": self.partial,
             "status": self.status,
@@ -180,7 +184,7 @@ class JobStateError(ScribaError, RuntimeError):
 
 _COLUMNS = (
     "id, source, options, state, position, progress, stage, duration, speed, eta, error, note, created_at, "
-    "started_at, finished_at, attempts, completions, cancel_requested, worker, exported, warnings"
+    "started_at, finished_at, attempts, completions, cancel_requested, worker, exported, warnings, exports_pending"
 )
 
 _SCHEMA = """
@@ -209,7 +213,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     worker_pid INTEGER,
     worker_started_at REAL,
     exported TEXT NOT NULL DEFAULT '[]',
-    warnings TEXT NOT NULL DEFAULT '[]'
+    warnings TEXT NOT NULL DEFAULT '[]',
+    exports_pending INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state_position ON jobs (state, position);
 CREATE INDEX IF NOT EXISTS jobs_source ON jobs (source);
@@ -224,6 +229,7 @@ CREATE TABLE IF NOT EXISTS exports (
 _UPGRADES = {
     2: "ALTER TABLE jobs ADD COLUMN worker_started_at REAL; "
     "ALTER TABLE jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]'",
+    3: "ALTER TABLE jobs ADD COLUMN exports_pending INTEGER NOT NULL DEFAULT 0",
 }
 
 INTERRUPTED_NOTE = "interrupted (the program running it stopped); queued again"
@@ -319,6 +325,7 @@ class JobStore(SqliteDatabase):
             transcript_path=transcript if state is JobState.DONE else None,
             exported=tuple(json.loads(row["exported"])),
             warnings=tuple(json.loads(row["warnings"] or "[]")),
+            exports_pending=bool(row["exports_pending"]) and state is JobState.DONE,
         )
 
     def jobs(self) -> list[Job]:
@@ -508,25 +515,44 @@ class JobStore(SqliteDatabase):
                 (time.time(), job_id, JobState.RUNNING.value),
             )
 
-    def finish(self, job_id: int, transcript: Transcript, speed: float | None = None) -> Job:
-        """Store the transcript (complete file first), then mark the job done: exactly once per job."""
+    def finish(
+        self, job_id: int, transcript: Transcript, speed: float | None = None, *, exports_pending: bool = False
+    ) -> Job:
+        """Store the transcript (complete file first), then mark the job done: exactly once per job.
+        ``exports_pending``: its auto-exports come next; until :meth:`exports_finished` says they are written, a
+        crash leaves the job marked so, and the next worker to start finishes them."""
         write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
         with self._transaction() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 1, stage = '', duration = ?, speed = ?, eta = 0, "
                 "error = NULL, warnings = ?, finished_at = ?, completions = completions + 1, worker = NULL, "
-                "worker_pid = NULL WHERE id = ? AND state = ?",
+                "worker_pid = NULL, exports_pending = ? WHERE id = ? AND state = ?",
                 (
                     JobState.DONE.value,
                     transcript.duration,
                     speed,
                     json.dumps(list(transcript.warnings)),
                     time.time(),
+                    int(exports_pending),
                     job_id,
                     JobState.RUNNING.value,
                 ),
             )
         return self.get(job_id)
+
+    def exports_finished(self, job_id: int) -> None:
+        """The job's auto-exports are written (or failed with a note): nothing is left to finish."""
+        with self._lock:
+            self._db.execute("UPDATE jobs SET exports_pending = 0 WHERE id = ?", (job_id,))
+
+    def pending_exports(self) -> list[Job]:
+        """Done jobs whose auto-exports were cut off (the worker writing them was killed), oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE state = ? AND exports_pending = 1 ORDER BY finished_at, id",
+                (JobState.DONE.value,),
+            ).fetchall()
+        return [self._job(row) for row in rows]
 
     def fail(self, job_id: int, reason: str) -> Job:
         return self._end(job_id, JobState.FAILED, reason)
@@ -562,6 +588,17 @@ class JobStore(SqliteDatabase):
             self._db.execute(
                 "UPDATE jobs SET exported = ? WHERE id = ?", (json.dumps([str(path) for path in paths]), job_id)
             )
+
+    def add_exported(self, job_id: int, path: Path) -> None:
+        """One more file of the job's, the moment it is written: an export cut off half-way still knows its own
+        files (finishing it replaces them, never numbers a second set beside them)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT exported FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return
+            exported = json.loads(row["exported"])
+            if str(path) not in exported:
+                db.execute("UPDATE jobs SET exported = ? WHERE id = ?", (json.dumps([*exported, str(path)]), job_id))
 
     def set_duration(self, job_id: int, duration: float | None) -> None:
         with self._lock:

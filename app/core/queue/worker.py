@@ -476,6 +476,7 @@ class QueueWorker:
                     if time.monotonic() - last_reclaim >= RECLAIM_INTERVAL:
                         last_reclaim = time.monotonic()
                         self._reclaim()
+                        self._finish_cut_off_exports()
                     # Checked again under the pause lock: once pause() has returned, no job is claimed.
                     with self._pause_lock:
                         job = None if self._paused.is_set() else self._claim_next()
@@ -610,7 +611,7 @@ class QueueWorker:
         elapsed = time.monotonic() - started
         speed = transcript.duration / elapsed if elapsed > 0 else None
         try:
-            self.store.finish(job.id, transcript, speed)
+            self.store.finish(job.id, transcript, speed, exports_pending=bool(job.options.output_dir))
         except STORAGE_ERRORS as error:
             # The transcript could not be saved (a full disk): the job must say why, not stay "running", and
             # the next job would fail the same way, so the worker stops here.
@@ -654,14 +655,60 @@ class QueueWorker:
         finally:
             self.current_job_id = None
 
+    def _finish_cut_off_exports(self) -> None:
+        """Done jobs whose auto-exports were cut off (the worker writing them was killed; the lock it held while
+        writing is free now, so nobody is writing them): the temporary files it left go, and the exports are
+        written again. The files it had finished are its own and unchanged: replaced by the same text, never
+        numbered beside."""
+        from app.core.engine.export import stray_temporaries
+
+        try:
+            jobs = self.store.pending_exports()
+        except STORAGE_ERRORS as error:
+            raise QueueStorageError(self.store.directory, error, "no job was started") from error
+        for job in jobs:
+            if job.options.output_dir:
+                directory = Path(job.options.output_dir).expanduser()
+                for stray in stray_temporaries(directory, job.source.stem, job.options.formats):
+                    with contextlib.suppress(OSError):
+                        stray.unlink()
+            try:
+                transcript = self.store.load_transcript(job.id)
+            except Exception as error:  # a transcript file removed or damaged by hand: say so, once
+                log.warning("job %s: exports not finished: %s", job.id, error)
+                self._store_note(job, f"the exports were cut off and cannot be finished: {error}")
+                with contextlib.suppress(*STORAGE_ERRORS):
+                    self.store.exports_finished(job.id)
+                continue
+            note = self._export(job, transcript)
+            self._on_event(
+                JobEvent(
+                    "recovered",
+                    job.id,
+                    job.source,
+                    message=f"job {job.id}: its exports were cut off (the program writing them stopped); "
+                    f"finished them now{f': {note}' if note else ''}",
+                )
+            )
+
     def _export(self, job: Job, transcript: Transcript) -> str | None:
         """Auto-export, each format on its own: one that fails costs only itself, and the note says which and
-        why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept."""
+        why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept. Each file
+        is added to the job's own the moment it is written, and the job's exports are marked finished at the end:
+        a kill in between leaves them for :meth:`_finish_cut_off_exports`."""
         if not job.options.output_dir:
             return None
+        try:
+            return self._export_to(job, transcript, Path(job.options.output_dir).expanduser())
+        finally:
+            try:
+                self.store.exports_finished(job.id)
+            except STORAGE_ERRORS as error:  # finished again at the next start: the same files, replaced
+                log.warning("exports of job %s not marked finished: %s", job.id, storage_reason(error))
+
+    def _export_to(self, job: Job, transcript: Transcript, directory: Path) -> str | None:
         from app.core.engine.export import save_transcript
 
-        directory = Path(job.options.output_dir).expanduser()
         own = set(map(Path, job.exported))
         try:
             result = save_transcript(
@@ -669,7 +716,7 @@ class QueueWorker:
                 directory,
                 job.source.stem,
                 job.options.formats,
-                record=self.store,
+                record=_JobExports(self.store, job.id),
                 may_replace=own.__contains__,
                 protect=(job.source,),
             ).result
@@ -695,3 +742,18 @@ class QueueWorker:
             self.store.set_note(job.id, note)
         except STORAGE_ERRORS as error:
             log.warning("note of job %s not stored: %s", job.id, storage_reason(error))
+
+
+class _JobExports:
+    """The queue's export record, which also adds each file to the job's own as it is written."""
+
+    def __init__(self, store: JobStore, job_id: int) -> None:
+        self.store = store
+        self.job_id = job_id
+
+    def exported_sha256(self, path: Path) -> str | None:
+        return self.store.exported_sha256(path)
+
+    def record_export(self, path: Path, sha256: str) -> None:
+        self.store.record_export(path, sha256)
+        self.store.add_exported(self.job_id, path)
