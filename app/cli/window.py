@@ -97,6 +97,9 @@ def open_window(data_dir: Path, open_files: list[Path]) -> int:
     if problem is not None:
         print(f"scriba: error: {problem}", file=sys.stderr)
         return ExitCode.FAILED
-    from app.gui.main import run_gui
+    from app.gui.main import create_application, run_gui
+    from app.gui.window import closed_by_signals
 
-    return run_gui(data_dir, open_files)
+    create_application()  # the signals' notifier needs it; run_gui takes this one
+    with closed_by_signals():
+        return run_gui(data_dir, open_files)

@@ -1,0 +1,89 @@
+"""Ctrl-C in the terminal that started the window, and a SIGTERM, close the real `scriba` window the way File >
+Quit does: no traceback, exit status 0, the running job back in the queue, its engine process gone, the window's
+settings saved."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from app.core.config.settings import SettingsStore
+from app.core.paths import config_dir
+from app.core.queue.jobs import Job, JobState, JobStore
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting: {what()}"
+        time.sleep(0.1)
+
+
+def the_job(data: Path) -> Job | None:
+    store = JobStore(data, recover=False)
+    try:
+        jobs = store.jobs()
+    finally:
+        store.close()
+    return jobs[0] if jobs else None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_closes_the_window_as_quit_does(tmp_path: Path, long_wav: Path, signum: signal.Signals) -> None:
+    data = tmp_path / "data"
+    settings = SettingsStore(config_dir())  # the window's, in this test's own config folder
+    assert settings.load().window.geometry is None
+    env = {
+        **os.environ,
+        "QT_QPA_PLATFORM": "offscreen",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(Path(__file__).parents[2]),
+    }
+    # Its own process group, as a terminal's foreground job: Ctrl-C there reaches every process in it.
+    window = subprocess.Popen(
+        [sys.executable, "-m", "app", "--data-dir", str(data), str(long_wav)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(window.stdout or []), daemon=True)
+    reader.start()
+    try:
+        # Up, and transcribing: the job runs in the window's engine process and has made progress.
+        def transcribing() -> bool:
+            job = the_job(data)
+            return job is not None and job.state is JobState.RUNNING and job.progress > 0
+
+        wait_for(transcribing, 180, lambda: "".join(lines))
+        engines = psutil.Process(window.pid).children(recursive=True)
+        assert engines, "no engine process"
+        if signum is signal.SIGINT:
+            os.killpg(window.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        else:
+            window.send_signal(signal.SIGTERM)  # `kill PID`, a logout
+        code = window.wait(timeout=60)
+    finally:
+        if window.poll() is None:
+            os.killpg(window.pid, signal.SIGKILL)
+            window.wait()
+    reader.join(10)
+    output = "".join(lines)
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert code == 0, output
+    job = the_job(data)
+    assert job is not None and job.state is JobState.QUEUED and job.progress == 0, job
+    _, alive = psutil.wait_procs(engines, timeout=10)
+    assert alive == [], alive
+    assert settings.load().window.geometry is not None  # saved on the way out, as File > Quit does
