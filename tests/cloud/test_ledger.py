@@ -200,22 +200,74 @@ def test_an_intent_without_an_id_is_found_by_its_label(
     assert any("7h9k2m4n6p" in message for message in messages)
 
 
-def test_an_intent_whose_machine_never_existed_is_closed(
+def test_an_intent_whose_machine_never_shows_is_closed_only_after_several_reads_over_ten_minutes(
     tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
 ) -> None:
-    with crashed_run(tmp_path, dead_pid) as crashed:
-        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+    """Issue 38, D1: a provider's list lags a create, so one empty read (or three in a minute) proves nothing."""
+    now = [50_000.0]
+    with Ledger(tmp_path, owner=crashed_owner(dead_pid), now=lambda: now[0]) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)  # killed before Lambda answered
     server.route("GET", "/api/v1/instances", {"data": [lambda_instance("active", name="scriba-job-99-1")]})
-    messages: list[str] = []
 
+    def sweep(at_s: float) -> tuple[str, list[str]]:
+        now[0] = 50_000.0 + at_s
+        messages: list[str] = []
+        with Ledger(tmp_path, now=lambda: now[0]) as ledger:
+            result, other = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
+        assert other.outcome == "unknown_machine"  # scriba-job-99-1: not this ledger's, reported only
+        return result.outcome, messages
+
+    # Three empty reads in the first three minutes, and a fourth at 9 min 30 s: the launch stays open.
+    for read, at_s in enumerate((60.0, 120.0, 180.0, 570.0), start=1):
+        outcome, messages = sweep(at_s)
+        with Ledger(tmp_path) as ledger:
+            entry = ledger.get(ledger_id)
+        assert outcome == "asking_again" and entry.is_open and entry.state is LaunchState.INTENDED, messages
+        assert (entry.unclear_reads, entry.unclear_read_at) == (read, 50_000.0 + at_s)
+        assert "asks Lambda Cloud again" in messages[0] and "nothing is running" not in messages[0]
+    # 10 min 30 s after the intent, with more than three empty reads: nothing was launched.
+    outcome, messages = sweep(630.0)
     with Ledger(tmp_path) as ledger:
-        result, other = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, messages.append)
         entry = ledger.get(ledger_id)
-
-    assert result.outcome == "never_launched" and entry.state is LaunchState.NOT_LAUNCHED
-    assert other.outcome == "unknown_machine"  # scriba-job-99-1: not this ledger's, reported only
+    assert outcome == "never_launched" and entry.state is LaunchState.NOT_LAUNCHED and entry.unclear_reads == 5
     assert "nothing is running or billing" in messages[0]
     assert not server.calls("POST", "/api/v1/instance-operations/terminate")
+
+
+def test_ten_minutes_with_a_single_empty_read_do_not_close_an_intent(
+    tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int
+) -> None:
+    now = [50_000.0]
+    with Ledger(tmp_path, owner=crashed_owner(dead_pid), now=lambda: now[0]) as crashed:
+        ledger_id = crashed.record_intent("lambda", OFFER, LABEL)
+    server.route("GET", "/api/v1/instances", {"data": []})
+    outcomes = []
+    for at_s in (3600.0, 3601.0, 3602.0):  # the first start an hour later, then two sweeps in a row
+        now[0] = 50_000.0 + at_s
+        with Ledger(tmp_path, now=lambda: now[0]) as ledger:
+            [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, lambda message: None)
+            outcomes.append(result.outcome)
+            reads = ledger.get(ledger_id).unclear_reads
+    assert outcomes == ["asking_again", "asking_again", "never_launched"] and reads == 3
+
+
+def test_the_read_counts_leave_the_ledger_open_to_an_older_scriba(tmp_path: Path, dead_pid: int) -> None:
+    """The counts are columns with defaults, the schema version is unchanged: an older Scriba's inserts (which
+    name only the columns it knows) and reads still work, and it does not refuse the file as newer."""
+    with Ledger(tmp_path, owner=crashed_owner(dead_pid)) as ledger:
+        ledger.record_intent("lambda", OFFER, LABEL)
+    db = sqlite3.connect(tmp_path / "cloud-ledger.sqlite3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.execute(
+        "INSERT INTO launches (provider, offer_name, offer, label, job_ref, budget_usd, state, created_at, "
+        "updated_at, owner_host, owner_pid, owner_token, owner_started_at) "
+        "VALUES ('vast', '4020', NULL, 'scriba-old', NULL, NULL, 'intended', 1, 1, 'h', 1, 't', NULL)"
+    )
+    db.commit()
+    db.close()
+    with Ledger(tmp_path) as ledger:
+        old = [entry for entry in ledger.entries() if entry.label == "scriba-old"]
+        assert [(entry.unclear_reads, entry.unclear_read_at) for entry in old] == [(0, None)]
 
 
 def test_a_terminate_that_keeps_failing_leaves_the_entry_open_with_the_reason(
@@ -270,7 +322,8 @@ def test_a_failing_notifier_does_not_stop_the_sweep(
 
     with Ledger(tmp_path) as ledger:
         [result] = ledger.sweep_orphans({"lambda": make_lambda(server, clock)}, broken)
-    assert result.outcome == "never_launched"
+        assert ledger.get(result.ledger_id).unclear_reads == 1  # the read was recorded all the same
+    assert result.outcome == "asking_again"
 
 
 def test_no_secret_reaches_the_ledger(tmp_path: Path, server: ReplayServer, clock: FakeClock, dead_pid: int) -> None:

@@ -310,6 +310,52 @@ def test_after_kill_9_the_next_start_sweep_ends_the_machine(api: ReplayServer, t
     assert len(api.calls("DELETE", INSTANCE)) == 1 and "terminating it now" in messages[0]
 
 
+def test_after_kill_9_during_a_create_sweeps_ask_a_lagging_list_again_and_the_third_ends_the_machine(
+    api: ReplayServer, tmp_path: Path
+) -> None:
+    """Issue 38, D1 (the sweep): after a kill -9 in a stalled create, one empty read of the list closed the launch
+    as "never launched" while the list lagged the create, and the machine billed on with no open entry."""
+    account = VastAccount(create_hold=threading.Event())  # Vast has the request; its answer never comes back
+    # Each sweep reads the list twice (the entry's label, then the reconciliation of the whole list): read 5 is
+    # the third sweep's first, so the machine shows only from the third sweep on.
+    route_vast(api, account, listing=lagging_list(account, first_showing_read=5))
+    data = tmp_path / "data"
+    child = start(api, data)
+    wait_until(lambda: bool(api.calls("PUT", CREATE)), "the rental request", child)
+    child.process.kill()
+    assert finish(child) == -signal.SIGKILL
+    intent = only_entry(data)
+    assert intent.state is LaunchState.INTENDED and intent.instance_id is None
+
+    # The next starts, 20 s, 40 s and 60 s after the intent was written (Scriba's clock, never a sleep).
+    now = [intent.created_at]
+    clock = FakeClock()
+    provider = VastAI("vast-key", base_url=api.url + "/api", sleep=clock.sleep, clock=clock.monotonic)
+    for sweep in (1, 2):
+        now[0] += 20.0
+        messages: list[str] = []
+        with Ledger(data / "cloud-ledger.sqlite3", now=lambda: now[0]) as ledger:
+            [result] = ledger.sweep_orphans({"vast": provider}, messages.append)
+            [entry] = ledger.open_entries()
+        assert result.outcome == "asking_again", messages
+        assert entry.state is LaunchState.INTENDED and entry.instance_id is None
+        assert (entry.unclear_reads, entry.unclear_read_at) == (sweep, now[0])
+        told = "\n".join(messages)
+        assert "asks Vast.ai again" in told and "scriba offload sweep" in told
+        assert "nothing is running" not in told and not api.calls("DELETE", INSTANCE)
+
+    now[0] += 20.0
+    messages = []
+    with Ledger(data / "cloud-ledger.sqlite3", now=lambda: now[0]) as ledger:
+        results = ledger.sweep_orphans({"vast": provider}, messages.append)
+        assert not ledger.open_entries()
+    assert [(r.outcome, r.instance_ids) for r in results] == [("terminated", ("4020",))], messages
+    assert len(api.calls("DELETE", INSTANCE)) == 1 and account.gone()
+    entry = only_entry(data)
+    assert entry.state is LaunchState.TERMINATED and entry.verified and entry.instance_id == "4020"
+    assert "machine 4020 (" in messages[0] and "is terminated" in messages[-1]
+
+
 def test_a_damaged_ledger_after_kill_9_does_not_stop_the_sweep_from_ending_the_machine(
     api: ReplayServer, tmp_path: Path
 ) -> None:
@@ -356,12 +402,18 @@ def test_a_data_disk_that_takes_no_write_does_not_stop_the_teardown(api: ReplayS
     assert "vast instance 4020 terminated (verified)" in stderr
     assert "the cloud ledger could not be written" in stderr
     assert "Traceback" not in stderr
-    # What the ledger holds is the intent written before the launch; the next sweep asks Vast by label and, the
-    # machine being gone, closes it.
+    # What the ledger holds is the intent written before the launch; the sweeps ask Vast by label and, the
+    # machine being gone, close it once Vast's list has shown none over several reads and minutes.
     entry = only_entry(tmp_path / "data")
     assert entry.state is LaunchState.INTENDED and entry.instance_id is None
     clock = FakeClock()
     provider = VastAI("vast-key", base_url=api.url + "/api", sleep=clock.sleep, clock=clock.monotonic)
-    with Ledger(tmp_path / "data" / "cloud-ledger.sqlite3") as ledger:
-        [result] = ledger.sweep_orphans({"vast": provider}, lambda message: None)
-        assert result.outcome == "never_launched" and not ledger.open_entries()
+    outcomes = []
+    now = [entry.created_at]
+    for minutes in (1, 2, 30):
+        now[0] = entry.created_at + minutes * 60
+        with Ledger(tmp_path / "data" / "cloud-ledger.sqlite3", now=lambda: now[0]) as ledger:
+            [result] = ledger.sweep_orphans({"vast": provider}, lambda message: None)
+            outcomes.append(result.outcome)
+            still_open = ledger.open_entries()
+    assert outcomes == ["asking_again", "asking_again", "never_launched"] and not still_open

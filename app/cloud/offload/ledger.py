@@ -10,10 +10,13 @@ The order is what makes it safe (CLOUD.md, "Never leave a rented GPU running"):
 
 At start-up :meth:`Ledger.sweep_orphans` takes every entry that is not verified terminated and whose process is no
 longer running, tells the user, and terminates and verifies it. An entry whose machine cannot be confirmed gone
-stays open with the reason, so the next start tries again. The same sweep then reconciles the ledger with each
-provider's own list of Scriba's machines (by label): a machine that is up although its entry says "never launched"
-or "terminated" (a ledger that was wrong, or could not be written) is terminated too, and one that this ledger has
-never heard of is reported (it may belong to Scriba on another computer with the same account).
+stays open with the reason, so the next start tries again. An intent without an instance id (the launch's outcome
+is unknown) is closed as never launched only once the provider's list, which lags behind a create, has shown no
+machine with its label in several reads over minutes since the intent (``unclear_reads``, ``unclear_read_at``).
+The same sweep then reconciles the ledger with each provider's own list of Scriba's machines (by label): a machine
+that is up although its entry says "never launched" or "terminated" (a ledger that was wrong, or could not be
+written) is terminated too, and one that this ledger has never heard of is reported (it may belong to Scriba on
+another computer with the same account).
 
 "Its process is no longer running" is decided by pid *and* the process's start time (``owner_started_at``): after
 a reboot or a container restart the pid is soon reused by an unrelated process. Entries written before the start
@@ -47,8 +50,9 @@ from app.core.queue.sqlite_db import owner_alive as process_alive
 
 log = logging.getLogger(__name__)
 
-# Still 1 after ``owner_started_at`` was added: the column is nullable and every query names its columns, so an
-# older Scriba can still open (and sweep) a ledger this one wrote; a bumped version would lock it out.
+# Still 1 after ``owner_started_at`` and the unclear-launch read counts were added: those columns are nullable or
+# have defaults and every query names its columns, so an older Scriba can still open (and sweep) a ledger this one
+# wrote; a bumped version would lock it out.
 SCHEMA_VERSION = 1
 DATABASE_NAME = "cloud-ledger.sqlite3"
 # Providers whose "machine" is the user's own: nothing bills, so an open entry is closed without a word.
@@ -59,6 +63,11 @@ STALE_AFTER_SECONDS = 900.0
 # Identifies this process beyond its pid: in a container every start may get the same pid, and an entry left by
 # the previous run must not look like ours.
 _PROCESS_TOKEN = uuid.uuid4().hex
+# A launch whose outcome is unknown (no instance id) is closed as never launched only after this many empty reads
+# of the provider's list, the last of them at least UNCLEAR_LAUNCH_SPAN_S after the intent was written.
+UNCLEAR_LAUNCH_READS = 3
+# CLOUD.md: provisioning and boot take minutes on every provider and a create can stall, so the list may show it late.
+UNCLEAR_LAUNCH_SPAN_S = 600.0
 
 
 class LaunchState(str, Enum):
@@ -106,6 +115,10 @@ class LedgerEntry:
     terminated_at: float | None
     updated_at: float
     owner: Owner
+    # Launch outcome unknown (no instance id): how many sweeps read the provider's list without finding the
+    # machine, and when the last one did.
+    unclear_reads: int = 0
+    unclear_read_at: float | None = None
 
     @property
     def is_open(self) -> bool:
@@ -115,7 +128,7 @@ class LedgerEntry:
         return not (self.state is LaunchState.TERMINATED and self.verified)
 
 
-SweepOutcome = Literal["terminated", "never_launched", "failed", "skipped", "closed", "unknown_machine"]
+SweepOutcome = Literal["terminated", "never_launched", "asking_again", "failed", "skipped", "closed", "unknown_machine"]
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,9 @@ CREATE TABLE IF NOT EXISTS launches (
     owner_host TEXT NOT NULL,
     owner_pid INTEGER NOT NULL,
     owner_token TEXT NOT NULL,
-    owner_started_at REAL
+    owner_started_at REAL,
+    unclear_reads INTEGER NOT NULL DEFAULT 0,
+    unclear_read_at REAL
 );
 CREATE INDEX IF NOT EXISTS launches_state ON launches (state, verified);
 CREATE INDEX IF NOT EXISTS launches_label ON launches (label);
@@ -192,6 +207,8 @@ class Ledger(SqliteDatabase):
         now: Callable[[], float] = time.time,
         owner: Owner | None = None,
         stale_after_s: float = STALE_AFTER_SECONDS,
+        unclear_reads: int = UNCLEAR_LAUNCH_READS,
+        unclear_span_s: float = UNCLEAR_LAUNCH_SPAN_S,
     ) -> None:
         location = Path(location)
         self.path = location if location.suffix in (".sqlite3", ".sqlite", ".db") else location / DATABASE_NAME
@@ -199,6 +216,8 @@ class Ledger(SqliteDatabase):
         self._now = now
         self.owner = owner or Owner.this_process()
         self.stale_after_s = stale_after_s
+        self.unclear_reads = unclear_reads
+        self.unclear_span_s = unclear_span_s
         super().__init__(self.path, _SCHEMA, SCHEMA_VERSION, "ledger")
         self._migrate()
 
@@ -208,6 +227,10 @@ class Ledger(SqliteDatabase):
             columns = {row["name"] for row in db.execute("PRAGMA table_info(launches)")}
             if "owner_started_at" not in columns:
                 db.execute("ALTER TABLE launches ADD COLUMN owner_started_at REAL")
+            if "unclear_reads" not in columns:
+                db.execute("ALTER TABLE launches ADD COLUMN unclear_reads INTEGER NOT NULL DEFAULT 0")
+            if "unclear_read_at" not in columns:
+                db.execute("ALTER TABLE launches ADD COLUMN unclear_read_at REAL")
 
     @classmethod
     def open_default(cls) -> Ledger:
@@ -239,6 +262,8 @@ class Ledger(SqliteDatabase):
             terminated_at=row["terminated_at"],
             updated_at=row["updated_at"],
             owner=Owner(row["owner_host"], row["owner_pid"], row["owner_token"], row["owner_started_at"]),
+            unclear_reads=row["unclear_reads"] or 0,
+            unclear_read_at=row["unclear_read_at"],
         )
 
     def get(self, ledger_id: int) -> LedgerEntry:
@@ -366,6 +391,21 @@ class Ledger(SqliteDatabase):
             f"ledger entry {ledger_id} has instance {row['instance_id']}: terminate it rather than close it"
         )
 
+    def record_unclear_read(self, ledger_id: int, reason: str) -> int:
+        """A read of the provider's list found no machine for an entry without an instance id: count it (the
+        entry stays open). Returns how many such reads the entry has had."""
+        with self._transaction() as db:
+            now = self._now()
+            cursor = db.execute(
+                "UPDATE launches SET unclear_reads = unclear_reads + 1, unclear_read_at = ?, reason = ?, "
+                "updated_at = ? WHERE id = ?",
+                (now, reason, now, ledger_id),
+            )
+            if cursor.rowcount == 0:
+                raise LedgerEntryNotFound(ledger_id)
+            row = db.execute("SELECT unclear_reads FROM launches WHERE id = ?", (ledger_id,)).fetchone()
+        return int(row["unclear_reads"])
+
     def record_found_running(self, ledger_id: int, instance_id: str, reason: str) -> None:
         """The provider lists a machine for an entry the ledger had closed (a wrong "never launched", or a
         termination that was not real): open the entry again with that machine, so that it is ended and checked."""
@@ -395,7 +435,9 @@ class Ledger(SqliteDatabase):
 
         Entries whose process still runs are left alone unless ``include_live``. An intent without an instance
         id (a crash between the launch request and its answer) is looked up by label: a machine found is
-        terminated, none found closes the entry as never launched. A machine that cannot be confirmed gone
+        terminated; none found is counted, and the entry is closed as never launched only once ``unclear_reads``
+        reads have found none and ``unclear_span_s`` has passed since the intent (the provider's list lags behind
+        a create); until then it stays open and the next sweep asks again. A machine that cannot be confirmed gone
         keeps its entry open, with the reason, for the next start. Then (``reconcile``) the ledger is checked against
         each provider's own list: see :meth:`reconcile`.
         """
@@ -516,12 +558,7 @@ class Ledger(SqliteDatabase):
                 self.record_failed(entry.id, str(error))
                 return done("failed", message)
             if not found:
-                message = (
-                    f"An earlier run of Scriba was about to rent {what} on {provider.title} "
-                    f"({entry.label}); {provider.title} has no such machine, so nothing is running or billing."
-                )
-                self.record_not_launched(entry.id, "never launched: no machine with its label exists")
-                return done("never_launched", message)
+                return self._no_machine_listed(entry, provider, what, done)
             ids = tuple(instance.instance_id for instance in found)
             self.record_instance(entry.id, ids[0])
         else:
@@ -530,6 +567,43 @@ class Ledger(SqliteDatabase):
         return self._end_machines(
             entry, provider, ids, notify, verify_timeout_s, poll_s, why="was left by an earlier run of Scriba"
         )
+
+    def _no_machine_listed(
+        self,
+        entry: LedgerEntry,
+        provider: Provider,
+        what: str,
+        done: Callable[[SweepOutcome, str], SweepResult],
+    ) -> SweepResult:
+        """The provider's list shows no machine with the label of an entry whose launch outcome is unknown: close
+        it only after enough reads over enough time, since the list may not show a fresh machine yet."""
+        now = self._now()
+        reads = entry.unclear_reads + 1
+        since_s = now - entry.created_at
+        span_min = self.unclear_span_s / 60
+        if reads >= self.unclear_reads and since_s >= self.unclear_span_s:
+            self.record_unclear_read(entry.id, f"launch outcome unknown: {provider.title} listed no machine")
+            message = (
+                f"An earlier run of Scriba was about to rent {what} on {provider.title} ({entry.label}); "
+                f"{provider.title} has listed no such machine in {reads} reads, the last {since_s / 60:.0f} min after "
+                "the launch, so nothing is running or billing."
+            )
+            self.record_not_launched(
+                entry.id, f"never launched: {provider.title} listed no machine with its label in {reads} reads"
+            )
+            return done("never_launched", message)
+        intended = time.strftime("%H:%M", time.localtime(entry.created_at))
+        message = (
+            f"An earlier run of Scriba was about to rent {what} on {provider.title} ({entry.label}, at {intended}) "
+            f"and stopped before {provider.title} answered, so whether a machine was created is unknown. "
+            f"{provider.title} lists none yet (read {reads}; its list can lag behind a create), so Scriba keeps "
+            f"this launch open and asks {provider.title} again at its next start and with `scriba offload sweep`, "
+            f"ending the machine if it appears; it is closed as never launched only when {self.unclear_reads} or "
+            f"more reads have found none, the last at least {span_min:.0f} min after the launch. To be sure now, "
+            f"look at {provider.console_url}."
+        )
+        self.record_unclear_read(entry.id, f"launch outcome unknown: {message}")
+        return done("asking_again", message)
 
     def _end_machines(
         self,
