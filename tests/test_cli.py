@@ -569,3 +569,41 @@ def test_a_speaker_library_from_a_newer_scriba_is_named_so_and_left_untouched(tm
         assert len(lines) == 1 and "written by a newer version of Scriba" in lines[0], result.stderr
         assert "format 2" in lines[0] and "left untouched" in lines[0] and "damaged" not in lines[0]
     assert library.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--start", "nan"], "'nan' is not a time"),
+        (["--end", "inf"], "'inf' is not a time"),
+        (["--start=-3"], "'-3' is not a time"),
+        (["--language", "xx"], "unknown language code 'xx'"),
+        (["--num-speakers", "1000"], "1000 speakers is more than Scriba can tell apart in one recording"),
+        (["--min-speakers", "1000"], "1000 speakers is more than Scriba can tell apart in one recording"),
+    ],
+    ids=["start-nan", "end-inf", "start-negative", "language-xx", "num-speakers-1000", "min-speakers-1000"],
+)
+def test_impossible_job_options_are_refused_before_any_work(
+    tmp_path: Path, sample_dir: Path, args: list[str], message: str
+) -> None:
+    """Low items: `--start nan` was taken, `--language xx` failed only after decoding ("it sounds like xx"),
+    `--num-speakers 1000` on a two-person call gave 21 speakers who say nothing. Each is refused at once, in one
+    line that says what to give instead, and nothing is written."""
+    out = tmp_path / "out"
+    result = scriba("transcribe", str(sample_dir / "sample.wav"), *args, "-o", str(out))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "error: argument" in last and message in last, result.stderr
+    assert not out.exists()
+    if "language" in message:
+        assert "known codes: " in last and " de," in last and " en," in last
+
+
+def test_a_speaker_count_scriba_can_find_and_a_known_language_are_taken() -> None:
+    from app.cli.main import build_parser
+
+    args = build_parser().parse_args(
+        ["transcribe", "a.wav", "--num-speakers", "20", "--language", "DE", "--start", "1:30"]
+    )
+    assert args.num_speakers == 20 and args.language == "de" and args.start == 90.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -40,6 +41,12 @@ def batch_size(text: str) -> int:
     return value
 
 
+# The most speakers a count can ask for: the built-in diarizer tells at most 20 voices apart
+# (app/core/engine/diarize/embedded.py), and asked for more it made up speakers who say nothing (a two-person
+# call asked for 1000 came back with 21).
+MOST_SPEAKERS = 20
+
+
 def positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -47,12 +54,47 @@ def positive(value: str) -> int:
     return number
 
 
+def speaker_count(value: str) -> int:
+    """A number of speakers the diarizer is asked to find (exactly or at least): 1 to MOST_SPEAKERS."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of speakers") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    if number > MOST_SPEAKERS:
+        raise argparse.ArgumentTypeError(
+            f"{number} speakers is more than Scriba can tell apart in one recording (at most {MOST_SPEAKERS}); "
+            "leave the option out to let Scriba count them"
+        )
+    return number
+
+
 def moment(text: str) -> float:
     """A time in the recording: ``90``, ``1:30``, ``1:02:03.5``."""
     try:
-        return parse_time(text)
+        seconds = parse_time(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    if not math.isfinite(seconds):  # float() reads "nan" and "inf"
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a time: give seconds (90), M:SS (1:30) or H:MM:SS, a finite number of 0 or more"
+        )
+    return seconds
+
+
+def language(text: str) -> str:
+    """A language code Whisper knows (``en``, ``de`` …), refused at once otherwise: an unknown code used to reach
+    the job and fail there as a mismatch with what the recording sounds like."""
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    code = text.strip().lower()
+    if code not in _LANGUAGE_CODES:
+        raise argparse.ArgumentTypeError(
+            f"unknown language code '{text}': give a code such as en, de, fr or es, or leave the option out to "
+            f"detect the language (known codes: {', '.join(sorted(_LANGUAGE_CODES))})"
+        )
+    return code
 
 
 QUEUE_OUTPUT_HELP = "export here when done (default: keep in the queue)"
@@ -65,7 +107,7 @@ def add_job_options(
     where the transcript goes by default (``output_dir``: the current folder for `transcribe`, none - kept in the
     queue - for the others)."""
     parser.add_argument("--model", default=None, help="catalog name or CTranslate2 directory (default: best on disk)")
-    parser.add_argument("--language", default=None, help="language code, e.g. en; default: detect")
+    parser.add_argument("--language", type=language, default=None, help="language code, e.g. en; default: detect")
     parser.add_argument(
         "--diarize", action=argparse.BooleanOptionalAction, default=True, help="label speakers (default: on)"
     )
@@ -78,8 +120,8 @@ def add_job_options(
     parser.add_argument(
         "--no-identify", dest="identify", action="store_false", help="do not name known speakers (`scriba speakers`)"
     )
-    parser.add_argument("--num-speakers", type=positive, default=None)
-    parser.add_argument("--min-speakers", type=positive, default=None)
+    parser.add_argument("--num-speakers", type=speaker_count, default=None)
+    parser.add_argument("--min-speakers", type=speaker_count, default=None)
     parser.add_argument("--max-speakers", type=positive, default=None)
     parser.add_argument("--prompt", default=None, help="names, jargon and spellings to expect, e.g. 'Scriba, Okafor'")
     parser.add_argument("--hotwords", default=None, help="words the model should favour")
