@@ -325,3 +325,38 @@ def test_a_kill_during_the_auto_export_is_finished_at_the_next_start(tmp_path: P
     assert sorted(Path(path).name for path in job["exported"]) == expected
     assert job["exports_pending"] is False
     assert "its exports were cut off" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_read_only_data_folder_is_named_with_what_to_do(tmp_path: Path, espeak: str) -> None:
+    """Issue 38: a data folder that cannot be written, found before a run, is one line naming it and saying what
+    to do, for the queue's commands and `offload run`; `transcribe` warns and still writes to -o."""
+    from tests import synth
+    from tests.damaged_media import can_mount, small_disk
+
+    if not can_mount():
+        pytest.skip("mounting a read-only tmpfs needs root (the CI machines are root)")
+    memo = synth.write_wav(tmp_path / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    out = tmp_path / "out"
+    with small_disk(tmp_path / "data", read_only=True) as data:
+        said = (
+            f"Scriba's data folder {data} cannot be written (Read-only file system): make it writable, or choose "
+            "another folder with --data-dir or SCRIBA_DATA_DIR"
+        )
+        unused_host = "ssh://nobody@127.0.0.1:9"  # never reached: the folder is checked first
+        for command in (
+            ("queue", "list"),
+            ("queue", "add", str(memo)),
+            ("queue", "run", "--until-empty"),
+            ("offload", "run", str(memo), "--provider", "ssh", "--host", unused_host),
+            ("offload", "run", str(memo), "--provider", "ssh", "--host", unused_host, "--host", unused_host),
+        ):
+            run = scriba(data, *command, check=False)
+            assert run.returncode == 1, (command, run.stderr)
+            assert f"scriba: error: {said}" in run.stderr, (command, run.stderr)
+            assert "unexpected error" not in run.stderr and "Traceback" not in run.stderr
+            assert "refused the connection" not in run.stderr
+        local = scriba(
+            data, "transcribe", str(memo), "--model", "tiny.en", "--no-diarize", "-f", "txt", "-o", str(out), "-q"
+        )
+        assert f"scriba: warning: {said}" in local.stderr
+        assert "milk" in (out / "memo.txt").read_text().lower()

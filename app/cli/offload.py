@@ -108,6 +108,13 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     if missing:
         print(f"scriba: error: {missing[0]}: no such file; nothing was launched", file=sys.stderr)
         return ExitCode.USAGE
+    from app.core.queue.jobs import data_folder_problem
+
+    # The ledger, the transcripts stored before the remote copy goes and what -o refuses all live there.
+    problem = data_folder_problem(data_dir)
+    if problem:
+        print(f"scriba: error: {problem}; nothing was launched", file=sys.stderr)
+        return ExitCode.FAILED
     if args.provider != "ssh":
         return _run_rented(args, resolved_options(job_options_from_args(args)), data_dir)
     if args.gpus > 1:

@@ -50,13 +50,17 @@ def add_queue_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    from app.core.queue.jobs import JobNotFoundError, JobStateError, JobStore, media_files
+    from app.core.queue.jobs import JobNotFoundError, JobStateError, JobStore, data_folder_problem, media_files
 
     try:
         store = JobStore(resolve_data_dir(args.data_dir))
     except (OSError, sqlite3.Error, RuntimeError) as error:  # unreadable, full, or from a newer Scriba
+        problem = data_folder_problem(resolve_data_dir(args.data_dir))
         print(
-            f"scriba: error: the queue in {resolve_data_dir(args.data_dir)} cannot be opened: {error}", file=sys.stderr
+            f"scriba: error: {problem}"
+            if problem
+            else f"scriba: error: the queue in {resolve_data_dir(args.data_dir)} cannot be opened: {error}",
+            file=sys.stderr,
         )
         return ExitCode.FAILED
     if store.set_aside is not None:

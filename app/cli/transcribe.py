@@ -123,12 +123,21 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 def export_record(data_dir: Path | None) -> Any:
     """The queue database, which remembers the files Scriba wrote (so that an edited one is never replaced);
     None when it cannot be opened: then no existing file is replaced."""
-    from app.core.queue.jobs import JobStore
+    from app.core.queue.jobs import JobStore, data_folder_problem
 
     try:
         store = JobStore(resolve_data_dir(data_dir), recover=False)
     except Exception as error:
         log.info("export record not available: %s", error)
+        problem = data_folder_problem(resolve_data_dir(data_dir))
+        if problem:
+            # Transcripts still go to -o; only Scriba's record of its files, and the place for what -o refuses, are
+            # missing.
+            print(
+                f"scriba: warning: {problem}. Until then no existing file is replaced (new names are numbered) and "
+                "a transcript that cannot be written to the output folder cannot be kept.",
+                file=sys.stderr,
+            )
         return None
     if store.set_aside is not None:
         print(f"note: {set_aside_text(store.set_aside)}", file=sys.stderr)

@@ -240,6 +240,24 @@ def _own_identity() -> tuple[str, int, float | None]:
     return socket.gethostname(), os.getpid(), process_started_at()
 
 
+def data_folder_problem(directory: Path) -> str | None:
+    """Why Scriba cannot write its data folder (read-only, a file in the way, full), in words that name the folder
+    and say what to do; None when it can (the folder is made when missing)."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".scriba-write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        return (
+            f"Scriba's data folder {directory} cannot be written ({reason}): make it writable, or choose another "
+            "folder with --data-dir or SCRIBA_DATA_DIR"
+        )
+    return None
+
+
 def media_files(paths: Iterable[Path]) -> list[Path]:
     """Files as given; folders replaced by the media files inside them (recursively, sorted by path)."""
     found: list[Path] = []
