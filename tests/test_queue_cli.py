@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,17 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_job(tmp_path: 
     second = subprocess.Popen(
         [*SCRIBA, "--data-dir", str(data), "queue", "run"], stderr=subprocess.PIPE, text=True
     )  # waits: one job at a time per queue
+    # Its stderr read as it comes: the note that it found the queue busy is the proof it looked.
+    lines: list[str] = []
+    stream = second.stderr
+    assert stream is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
+    reader.start()
     try:
-        time.sleep(2)  # let it start and find the queue busy (no assert on time)
+        deadline = time.monotonic() + 120
+        while not any("running a job from this queue; waiting for it" in line for line in lines):
+            assert second.poll() is None and time.monotonic() < deadline, lines
+            time.sleep(0.1)
         assert listing(data)[0]["state"] == "running"
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
@@ -197,7 +207,9 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_job(tmp_path: 
             time.sleep(0.5)
     finally:
         second.send_signal(signal.SIGTERM)
-        _, errors = second.communicate(timeout=60)
+        second.wait(timeout=60)
+        reader.join(10)
+    errors = "".join(lines)
     (job,) = listing(data)
     assert job["attempts"] == 2 and job["completions"] == 1
     assert "job 1 was interrupted (the process running it stopped); queued again" in errors
