@@ -607,3 +607,37 @@ def test_a_speaker_count_scriba_can_find_and_a_known_language_are_taken() -> Non
         ["transcribe", "a.wav", "--num-speakers", "20", "--language", "DE", "--start", "1:30"]
     )
     assert args.num_speakers == 20 and args.language == "de" and args.start == 90.0
+
+
+def _wav_with_header(path: Path, pcm: bytes, channels: int, bits: int) -> Path:
+    """Real 16-bit speech under a WAV header that claims ``channels`` and ``bits`` (a header written wrongly)."""
+    import struct
+
+    block = max(1, channels * bits // 8)
+    fmt = struct.pack("<HHIIHH", 1, channels, 16000, 16000 * block, block, bits)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(pcm)) + pcm
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("channels", "bits", "problem"),
+    [(1, 3, "the header gives 3-bit samples"), (0, 16, "0 channels"), (999, 16, "999 channels")],
+    ids=["3-bit", "0-channels", "999-channels"],
+)
+def test_a_wav_header_that_cannot_be_right_is_named(
+    tmp_path: Path, sample_dir: Path, channels: int, bits: int, problem: str
+) -> None:
+    """Low items: a 3-bit header was decoded as noise into an empty "done"; 0 or 999 channels read as "decoding
+    failed part-way". Each is refused with what is wrong with the header."""
+    import soundfile
+
+    speech, _ = soundfile.read(sample_dir / "sample.wav", dtype="int16")
+    path = _wav_with_header(tmp_path / "odd.wav", speech.tobytes(), channels, bits)
+    result = scriba("transcribe", str(path), "-f", "json", "-o", str(tmp_path / "out"))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "part-way" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"{path}: " in errors[0] and problem in errors[0], result.stderr
+    assert not (tmp_path / "out" / "odd.json").exists()
+

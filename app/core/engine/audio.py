@@ -38,6 +38,9 @@ RESTORED_SHARE = 0.25
 # long quiet stretch is then mixed as ordinary stereo from there on, until sound says otherwise.
 UNDECIDED_SECONDS = 30.0
 
+# The most channels a WAV header may claim: third-order ambisonics has 16, the largest microphone arrays 64.
+MAX_CHANNELS = 64
+
 # Extensions offered in file dialogs and accepted when a folder is added. Decoding itself never looks at
 # the extension: FFmpeg probes the content.
 MEDIA_EXTENSIONS = frozenset(
@@ -117,6 +120,12 @@ def decode_audio(path: Path | str, sample_rate: int = SAMPLE_RATE) -> Audio:
                 source, f"a sample rate of {source_rate} Hz; real recordings use 8000 Hz or more"
             )
         channels = int(getattr(stream.codec_context, "channels", 0) or 0)
+        if codec_name.startswith("pcm_"):
+            # Plain samples take their shape from the header alone: one that cannot be right is said as such, not
+            # met later as a decoder's "Invalid argument" (0 or 999 channels) or decoded as noise (3-bit samples).
+            problem = _wav_header_problem(source) or (None if channels > 0 else "the header gives it no channels")
+            if problem:
+                raise ImplausibleAudioError(source, problem)
         samples = _GrowingSamples(_expected_samples(stream, container, sample_rate))
         # Stereo is mixed here rather than by FFmpeg so that channels that cancel out can be caught (below);
         # anything else (5.1 and up) is mixed by FFmpeg, which weights the centre (dialogue) channel properly.
@@ -300,6 +309,37 @@ class _Mixer:
             self.inverted_seconds += len(difference) / self.sample_rate
         else:
             self.samples.append(mean)
+
+
+def _wav_header_problem(path: Path) -> str | None:
+    """What cannot be right in a WAV file's format chunk (channels, bits a sample); None when it is plausible or
+    the file is no WAV. FFmpeg does not say: it reads 3-bit samples as 8-bit ones, and any channel count it
+    cannot lay out as none."""
+    import struct
+
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(65536)
+    except OSError:
+        return None
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+        return None
+    position = 12
+    while position + 8 <= len(head):
+        chunk, size = head[position : position + 4], struct.unpack_from("<I", head, position + 4)[0]
+        if chunk == b"fmt " and position + 24 <= len(head):
+            tag, channels, _, _, _, bits = struct.unpack_from("<HHIIHH", head, position + 8)
+            if tag == 0xFFFE and size >= 40 and position + 34 <= len(head):  # WAVE_FORMAT_EXTENSIBLE
+                tag = struct.unpack_from("<H", head, position + 32)[0]  # the sub-format's first two bytes
+            if channels == 0:
+                return "the header says it has 0 channels"
+            if channels > MAX_CHANNELS:
+                return f"the header says it has {channels} channels; recordings have 1 to {MAX_CHANNELS}"
+            if tag in (1, 3) and not 8 <= bits <= 64:  # PCM and IEEE float
+                return f"the header gives {bits}-bit samples; PCM audio has 8, 16, 24 or 32 bits a sample"
+            return None
+        position += 8 + size + (size & 1)  # chunks are padded to an even size
+    return None
 
 
 def _expected_samples(stream: object, container: object, sample_rate: int) -> int:
