@@ -641,3 +641,14 @@ def test_a_wav_header_that_cannot_be_right_is_named(
     assert len(errors) == 1 and f"{path}: " in errors[0] and problem in errors[0], result.stderr
     assert not (tmp_path / "out" / "odd.json").exists()
 
+
+def test_silence_is_done_with_no_speech_found(tmp_path: Path) -> None:
+    """Low item: ten seconds of silence gave an empty transcript marked done and nothing else."""
+    import numpy as np
+
+    path = synth.write_wav(tmp_path / "quiet room.wav", np.zeros(10 * 16000, dtype=np.float32))
+    result = scriba("transcribe", str(path), "--no-diarize", "-f", "json", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {path}: no speech found" in result.stderr
+    saved = json.loads((tmp_path / "quiet room.json").read_text())
+    assert saved["segments"] == [] and saved["warnings"][0].startswith("no speech found")

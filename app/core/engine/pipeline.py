@@ -492,6 +492,7 @@ _SHORTFALL_SECONDS = 1.0
 _SHORTFALL_FRACTION = 0.02
 _DECODE_STOPPED = "decoding stopped after "
 _DECODE_SKIPPED = "could not decode "
+NO_SPEECH = "no speech found: nothing in the recording was heard as words (it is silent, or holds only noise or music)"
 
 
 def time_range(audio: Audio, start: float | None, end: float | None) -> tuple[Audio, float]:
@@ -573,4 +574,6 @@ def build_transcript(
         segments=segments,
         diarization=info,
         speakers=speakers,
+        # An empty transcript marked done, without a word, reads as a failure of Scriba's: say what was found.
+        warnings=() if segments else (NO_SPEECH,),
     )
