@@ -212,6 +212,7 @@ def _run_batch(args: argparse.Namespace, endpoints: Sequence[Any], setup: Any, o
 def _choose_option(args: argparse.Namespace, options: Any) -> Any:
     """The cheapest launchable row of the chosen provider (and GPU, when given) from the estimate."""
     from app.cloud.pricing.estimate import Assumptions, Job, estimate
+    from app.cloud.pricing.prices import MeasuredSpeeds, Throughput
     from app.cloud.providers import normalize_gpu_name
     from app.core.engine.audio import media_seconds
 
@@ -224,7 +225,11 @@ def _choose_option(args: argparse.Namespace, options: Any) -> Any:
         upload_bytes=size,
         files=len(args.inputs),
     )
-    result = estimate(job, assumptions=Assumptions(include_local=False))
+    measured = MeasuredSpeeds()
+    measured.records()  # a damaged file or an implausible record is set aside now, and said once
+    for warning in measured.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    result = estimate(job, assumptions=Assumptions(include_local=False), throughput=Throughput(measured=measured))
     rows = [
         option
         for option in result.options

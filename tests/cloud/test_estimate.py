@@ -654,3 +654,43 @@ def test_an_implausible_measured_speed_is_set_aside_and_never_priced(hour_flac: 
     assert json.loads(aside.read_text(encoding="utf-8"))["records"][0]["x_realtime"] == 1e-12
     with pytest.raises(ValueError):
         MeasuredSpeeds().record("RTX 4090", "large-v3", 1e-12, "nonsense")
+
+
+def speeds_file(data_dir: Path, content: str) -> Path:
+    path = data_dir / "offload" / "measured_speeds.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    return path
+
+
+def test_measured_speeds_are_read_from_scriba_data_dir(hour_flac: Path, tmp_path: Path) -> None:
+    """SCRIBA_DATA_DIR moves the queue, the ledger and the transcripts: the measured speeds go with them."""
+    data = tmp_path / "portable"
+    record = {"gpu": "RTX 4090", "model": "large-v3", "task": "transcribe", "x_realtime": 42.0, "source": "job 1"}
+    speeds_file(data, json.dumps({"version": 1, "records": [record]}))
+
+    result = scriba(
+        "offload", "estimate", str(hour_flac), "--model", "large-v3", "--no-local", "--json",
+        env={"SCRIBA_DATA_DIR": str(data)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rtx = [option for option in json.loads(result.stdout)["options"] if option["gpu"] == "RTX 4090"]
+    assert rtx and all(option["transcribe_x"] == 42.0 for option in rtx)
+    assert all(option["transcribe_speed_kind"] == "measured" for option in rtx)
+
+
+def test_offload_runs_own_estimate_says_once_that_a_damaged_speeds_file_was_set_aside(
+    hour_flac: Path, tmp_path: Path
+) -> None:
+    """`offload estimate` warned; `offload run`, whose estimate decides what is rented, set the file aside silently."""
+    data = tmp_path / "portable"
+    path = speeds_file(data, '{"version": 1, "records": 5}')
+
+    # No terminal and no --yes: it stops after the estimate, before anything is rented or any key is needed.
+    result = scriba("offload", "run", str(hour_flac), "--provider", "vast", env={"SCRIBA_DATA_DIR": str(data)})
+    assert "renting needs a yes" in result.stderr and "estimate: vast" in result.stderr, result.stderr
+    [aside] = path.parent.glob("measured_speeds.json.damaged-*")
+    assert aside.read_text(encoding="utf-8") == '{"version": 1, "records": 5}' and not path.exists()
+    warnings = [line for line in result.stderr.splitlines() if str(path) in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning:") and str(aside) in warnings[0]
+    assert "Traceback" not in result.stderr

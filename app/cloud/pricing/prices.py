@@ -202,10 +202,18 @@ def model_key(model: str) -> str:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def measured_speeds_path() -> Path:
-    from app.core.paths import data_dir
+def measured_speeds_path(data_dir: Path | None = None) -> Path:
+    """The measured-speeds file of ``data_dir``; by default of SCRIBA_DATA_DIR, else of the platform's user data
+    folder: the folder the CLI and the window use when no --data-dir is given (app.cli.common.resolve_data_dir)."""
+    if data_dir is None:
+        from_environment = os.environ.get("SCRIBA_DATA_DIR")
+        if from_environment:
+            data_dir = Path(from_environment)
+        else:
+            from app.core.paths import data_dir as platform_data_dir
 
-    return data_dir() / "offload" / "measured_speeds.json"
+            data_dir = platform_data_dir()
+    return data_dir / "offload" / "measured_speeds.json"
 
 
 @dataclass(frozen=True)
