@@ -37,8 +37,14 @@ def the_job(data: Path) -> Job | None:
     return jobs[0] if jobs else None
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_closes_the_window_as_quit_does(tmp_path: Path, long_wav: Path, signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "whole_group"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["ctrl-c", "sigterm", "sigterm-to-the-group"],
+)
+def test_a_signal_closes_the_window_as_quit_does(
+    tmp_path: Path, long_wav: Path, signum: signal.Signals, whole_group: bool
+) -> None:
     data = tmp_path / "data"
     settings = SettingsStore(config_dir())  # the window's, in this test's own config folder
     assert settings.load().window.geometry is None
@@ -69,10 +75,10 @@ def test_a_signal_closes_the_window_as_quit_does(tmp_path: Path, long_wav: Path,
         wait_for(transcribing, 180, lambda: "".join(lines))
         engines = psutil.Process(window.pid).children(recursive=True)
         assert engines, "no engine process"
-        if signum is signal.SIGINT:
-            os.killpg(window.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        if whole_group:
+            os.killpg(window.pid, signum)  # Ctrl-C in the terminal; a logout's SIGTERM to the session
         else:
-            window.send_signal(signal.SIGTERM)  # `kill PID`, a logout
+            window.send_signal(signum)  # `kill PID`
         code = window.wait(timeout=60)
     finally:
         if window.poll() is None:
