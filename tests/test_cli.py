@@ -652,3 +652,22 @@ def test_silence_is_done_with_no_speech_found(tmp_path: Path) -> None:
     assert f"warning: {path}: no speech found" in result.stderr
     saved = json.loads((tmp_path / "quiet room.json").read_text())
     assert saved["segments"] == [] and saved["warnings"][0].startswith("no speech found")
+
+
+def test_a_prompt_and_hotwords_longer_than_whisper_takes_are_cut_and_said(tmp_path: Path, sample_dir: Path) -> None:
+    """Low item: a prompt of 112,000 characters (and hotwords as long) gave the decoder no room for a word: the call
+    came back empty, marked done, with nothing said. Both are cut to what Whisper reads, and the notes say so."""
+    vocabulary = "Okafor, Scriba, Diane, Sheila, New Jersey, Chicago, Texas. "
+    long_text = (vocabulary * (112_000 // len(vocabulary) + 1))[:112_000]
+    result = scriba("transcribe", str(sample_dir / "sample.wav"), "--no-diarize", "-f", "json", "-o", str(tmp_path),
+                    "--prompt", long_text, "--hotwords", long_text)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    saved = json.loads((tmp_path / "sample.json").read_text())
+    text = " ".join(segment["text"] for segment in saved["segments"]).lower()
+    assert "chicago" in text and "yankee" in text, text  # the call's own words (its reference: sample.stm)
+    notes = [note for note in saved["warnings"] if " was cut" in note or " were cut" in note]
+    assert len(notes) == 2, saved["warnings"]
+    assert "hotwords were cut to their first" in notes[0] and "prompt was cut to its last" in notes[1]
+    kept = [int(n) for note in notes for n in re.findall(r"(\d+) of \d+ tokens", note)]
+    assert sum(kept) <= 224  # Whisper's own bound on the text before the audio: 448 // 2
+    assert f"warning: {sample_dir / 'sample.wav'}: the prompt was cut" in result.stderr

@@ -575,5 +575,5 @@ def build_transcript(
         diarization=info,
         speakers=speakers,
         # An empty transcript marked done, without a word, reads as a failure of Scriba's: say what was found.
-        warnings=() if segments else (NO_SPEECH,),
+        warnings=transcription.notes + (() if segments else (NO_SPEECH,)),
     )

@@ -123,6 +123,7 @@ class TranscriptionResult:
     # Why the job ran on the CPU although the GPU was chosen (a known GPU fault, app/core/gpu/faults.py); None: no
     # fault.
     gpu_fault: str | None = None
+    notes: tuple[str, ...] = ()  # for the job's notes (a prompt cut to what the model can take)
 
 
 def cuda_device_count() -> int:
@@ -180,6 +181,43 @@ def compute_type_candidates(device: str, requested: str) -> list[str]:
     except Exception:
         supported = set(COMPUTE_TYPE_CHAIN[device])
     return [kind for kind in COMPUTE_TYPE_CHAIN[device] if kind in supported] or ["float32"]
+
+
+# Whisper reads at most this many tokens of text before the audio (half its 448-token context, less one); the
+# prompt and the hotwords share them. faster-whisper cuts each to this alone, so both long left the decoder no room
+# for a single word (an empty transcript marked done).
+PROMPT_TOKENS = 223
+
+
+def bound_prompt(
+    tokenizer: Any, prompt: str | None, hotwords: str | None
+) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``prompt`` and ``hotwords`` cut to PROMPT_TOKENS together, and a note for each that was cut. The prompt keeps
+    its last part (Whisper reads it as the text just before the audio), the hotwords their first (a list, most
+    important first); when both are long each keeps half."""
+
+    def tokens(text: str | None) -> list[int]:
+        return list(tokenizer.encode(" " + text.strip(), add_special_tokens=False).ids) if text and text.strip() else []
+
+    prompt_ids, hotword_ids = tokens(prompt), tokens(hotwords)
+    if len(prompt_ids) + len(hotword_ids) <= PROMPT_TOKENS:
+        return prompt, hotwords, ()
+    hotword_share = min(len(hotword_ids), max(PROMPT_TOKENS // 2, PROMPT_TOKENS - len(prompt_ids)))
+    prompt_share = PROMPT_TOKENS - hotword_share
+    notes: list[str] = []
+    if len(hotword_ids) > hotword_share:
+        hotwords = tokenizer.decode(hotword_ids[:hotword_share]).strip()
+        notes.append(
+            f"the hotwords were cut to their first {hotword_share} of {len(hotword_ids)} tokens ({len(hotwords)} "
+            f"characters): Whisper reads at most {PROMPT_TOKENS} tokens of prompt and hotwords together"
+        )
+    if len(prompt_ids) > prompt_share:
+        prompt = tokenizer.decode(prompt_ids[-prompt_share:]).strip() if prompt_share else None
+        notes.append(
+            f"the prompt was cut to its last {prompt_share} of {len(prompt_ids)} tokens ({len(prompt or '')} "
+            f"characters): Whisper reads at most {PROMPT_TOKENS} tokens of prompt and hotwords together"
+        )
+    return prompt, hotwords, tuple(notes)
 
 
 class Transcriber:
@@ -344,13 +382,16 @@ class Transcriber:
                 f"{self.model_ref.name} is an English-only model and cannot translate: choose a multilingual model "
                 "(small, medium, large-v3 …) to translate into English"
             )
+        prompt, hotwords, prompt_notes = bound_prompt(
+            self._model.hf_tokenizer, options.initial_prompt, options.hotwords
+        )
         kwargs: dict[str, Any] = {
             "language": options.language,
             "beam_size": options.beam_size,
             "vad_filter": options.vad_filter,
             "word_timestamps": options.word_timestamps,
-            "initial_prompt": options.initial_prompt,
-            "hotwords": options.hotwords,
+            "initial_prompt": prompt,
+            "hotwords": hotwords,
             "task": options.task,
         }
         batch_size = self._initial_batch_size()
@@ -398,6 +439,7 @@ class Transcriber:
             compute_type=self.compute_type,
             batch_size=batch_size,
             gpu_fault=self.gpu_fault,
+            notes=prompt_notes,
         )
 
     def _decode_piece(
