@@ -32,7 +32,7 @@ def main() -> int:
     from app.core.dictation.decoding import StreamingVad, load_decoder
     from app.core.dictation.stream import DictationOptions, DictationStream
     from app.core.engine.audio import SAMPLE_RATE
-    from app.core.engine.transcript import Word
+    from app.core.transcript.document import Word
     from tests import synth
 
     decoder = load_decoder(DictationOptions())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.core.engine import export
+from app.core.transcript import save
 from tests.core.test_export_formats import with_tricky_text
 
 
@@ -20,7 +20,7 @@ def test_word_and_csv_exports_open_in_libreoffice(tmp_path: Path) -> None:
 
     soffice = shutil.which("soffice")
     assert soffice is not None, "LibreOffice is installed by `make system-deps` (libreoffice-writer/calc-nogui)"
-    written = export.export(with_tricky_text(), tmp_path, "talk", ["docx", "csv"])
+    written = save.export(with_tricky_text(), tmp_path, "talk", ["docx", "csv"])
     # The CSV as Calc's import dialog takes it: comma-separated, quoted with ", UTF-8 (76, as the dialog
     # detects from the byte-order mark; without a dialog Calc would assume the system's 8-bit charset).
     for path, target, infilter in (

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from app.core.engine.export import DEFAULT_FORMATS, FORMATS, parse_time
+from app.core.transcript.formats import DEFAULT_FORMATS, FORMATS
+from app.core.transcript.times import parse_time
 
 if TYPE_CHECKING:
     from app.core.queue.jobs import JobOptions

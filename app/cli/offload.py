@@ -600,12 +600,12 @@ def cmd_offload_key(args: argparse.Namespace) -> int:
 
 
 def _export_results(args: argparse.Namespace, options: Any, result: Any) -> int:
-    """Write what came back as `scriba transcribe` writes it (app/core/engine/export.py's save_transcript): a file
+    """Write what came back as `scriba transcribe` writes it (app/core/transcript/save.py's save_transcript): a file
     edited by hand, or a recording itself, is never replaced, and what -o refuses is kept in the data folder."""
     from app.cli.common import resolve_data_dir
     from app.cli.transcribe import export_record
     from app.cloud.offload.results import forget_stored
-    from app.core.engine.export import first_free_stem, save_transcript
+    from app.core.transcript.save import first_free_stem, save_transcript
 
     output = Path(options.output_dir) if options.output_dir else Path.cwd()
     record = export_record(args.data_dir)

@@ -16,8 +16,8 @@ from app.cli.common import (
     resolve_data_dir,
     set_aside_text,
 )
-from app.core.engine.export import DEFAULT_FORMATS
 from app.core.errors import ExitCode
+from app.core.transcript.formats import DEFAULT_FORMATS
 
 if TYPE_CHECKING:
     from app.core.queue.worker import JobEvent
@@ -95,7 +95,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
             store.move(args.job_id, args.offset)
             return ExitCode.OK
         if args.queue_command == "export":
-            from app.core.engine.export import save_transcript
+            from app.core.transcript.save import save_transcript
 
             job = store.get(args.job_id)
             saved = save_transcript(
@@ -225,6 +225,6 @@ class EventPrinter:
 
 
 def _format_seconds(seconds: float | None) -> str:
-    from app.core.engine.export import clock
+    from app.core.transcript.times import clock
 
     return "-" if seconds is None else clock(seconds)

@@ -45,11 +45,11 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from app.core.cancel import CancelToken
-    from app.core.engine.export import first_free_stem
     from app.core.engine.pipeline import Engine
     from app.core.errors import ScribaError
     from app.core.queue.worker import pipeline_options
     from app.core.secrets import huggingface_token
+    from app.core.transcript.save import first_free_stem
 
     token, _ = huggingface_token() if args.diarize and args.diarizer != "embedded" else (None, "")
     try:
@@ -145,10 +145,10 @@ def export_record(data_dir: Path | None) -> Any:
 
 
 def _save_transcript(transcript: Any, args: argparse.Namespace, stem: str, record: Any) -> tuple[list[Path], list[str]]:
-    """Export every format to -o (app/core/engine/export.py's save_transcript: a file edited by hand, or one of the
+    """Export every format to -o (app/core/transcript/save.py's save_transcript: a file edited by hand, or one of the
     recordings, is never replaced); a format that cannot be written there goes to the data folder instead, so a
     finished transcript is never thrown away. Returns the files written and the lines to tell the user."""
-    from app.core.engine.export import save_transcript
+    from app.core.transcript.save import save_transcript
 
     saved = save_transcript(
         transcript,

@@ -52,9 +52,9 @@ from app.core.dictation.session import Dictation
 from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource, list_input_devices
 from app.core.dictation.stream import DictationEvent, DictationOptions
 from app.core.engine.audio import SAMPLE_RATE
-from app.core.engine.transcript import Word
 from app.core.paths import data_dir
 from app.core.queue.jobs import JobStore
+from app.core.transcript.document import Word
 from app.gui.dictation_model import DictationModelPicker
 from app.gui.global_hotkey import GlobalHotkey
 from app.gui.listening_indicator import ListeningIndicator

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.engine.export import export_each, unchanged_since_written
 from app.core.queue.jobs import JobNotFoundError, JobStateError, JobStore
+from app.core.transcript.save import export_each, unchanged_since_written
 
 log = logging.getLogger(__name__)
 

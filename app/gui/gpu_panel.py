@@ -18,9 +18,9 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, Qt, Slot
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.core.engine.export import clock
 from app.core.gpu.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
 from app.core.queue.worker import JobEvent
+from app.core.transcript.times import clock
 from app.gui.main_thread import deliver_on_main_thread
 
 HISTORY_SECONDS = 600.0  # the graph shows the last 10 minutes

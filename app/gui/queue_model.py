@@ -9,9 +9,9 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionProgressBar, QStyleOptionViewItem
 
-from app.core.engine.export import clock
 from app.core.queue.jobs import Job, JobState
 from app.core.queue.worker import JobEvent
+from app.core.transcript.times import clock
 from app.gui.theme import is_dark
 
 COLUMNS = ("File", "Duration", "State", "Progress", "Speed", "ETA")

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config.settings import Settings
-from app.core.engine.export import FORMATS
 from app.core.engine.models import CATALOG, installed_models
+from app.core.transcript.formats import FORMATS
 from app.gui.job_safety import ask_first
 from app.gui.models_dialog import ModelsDialog
 from app.gui.speaker_section import SpeakerDetectionSection

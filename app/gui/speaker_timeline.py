@@ -9,8 +9,8 @@ from PySide6.QtCore import QRectF, QSize, Signal
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from app.core.engine.export import clock
-from app.core.engine.transcript_edit import Paragraph
+from app.core.transcript.edit import Paragraph
+from app.core.transcript.times import clock
 
 STRIP_HEIGHT = 16
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from app.core.engine.export import clock, parse_time
 from app.core.queue.jobs import Job, JobOptions
+from app.core.transcript.times import clock, parse_time
 
 
 class TimeRangeDialog(QDialog):

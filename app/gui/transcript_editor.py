@@ -30,9 +30,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextEdit, QWidget
 
-from app.core.engine.export import clock
-from app.core.engine.transcript import Transcript
-from app.core.engine.transcript_edit import Paragraph, paragraph_tokens
+from app.core.transcript.document import Transcript
+from app.core.transcript.edit import Paragraph, paragraph_tokens
+from app.core.transcript.times import clock
 from app.gui.theme import is_dark
 
 # Below this, Whisper's word probability is more often wrong than not worth a second look: marked.

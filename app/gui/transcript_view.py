@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.engine.transcript import Transcript
-from app.core.engine.transcript_edit import (
+from app.core.transcript.document import Transcript
+from app.core.transcript.edit import (
     Paragraph,
     assign_speaker,
     edit_paragraph,

@@ -34,13 +34,13 @@ from app.core.config.settings import Settings, SettingsStore
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
-from app.core.engine.export import ExportResult, export_each, unchanged_since_written
-from app.core.engine.transcript import Transcript
 from app.core.gpu.gpustats import GpuStatsSampler
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
 from app.core.queue.trash import Trash
 from app.core.queue.worker import EngineProcess, JobEvent
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
+from app.core.transcript.document import Transcript
+from app.core.transcript.save import ExportResult, export_each, unchanged_since_written
 from app.gui.about import about_text
 from app.gui.bridge import WorkerBridge
 from app.gui.desktop_notice import DesktopNotifier

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
-from app.core.engine.export import FORMATS
+from app.core.transcript.formats import FORMATS
 from app.gui.theme import THEMES
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from app.core.dictation.stream import WHISPER_WINDOW_S, DictationEvent, Dictatio
 from app.core.engine.audio import SAMPLE_RATE, decode_audio
 from app.core.engine.level import RunningGain
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions
-from app.core.engine.transcript import Word
+from app.core.transcript.document import Word
 from tests import metrics, synth
 
 PAUSES = (1.0, 1.5, 2.0, 1.0)  # silence after each sentence

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.engine import export
-from app.core.engine.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+from app.core import files
+from app.core.transcript import formats, save, times
+from app.core.transcript.document import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 
@@ -47,28 +48,28 @@ def readable(rendered: str | bytes) -> str:
 
 
 def test_timestamps() -> None:
-    assert export.timestamp(0, ",") == "00:00:00,000"
-    assert export.timestamp(3723.2506, ",") == "01:02:03,251"
-    assert export.timestamp(3723.25, ".") == "01:02:03.250"
-    assert export.timestamp(360000.0, ",") == "100:00:00,000"
-    assert export.timestamp(59.9999, ".") == "00:01:00.000"
+    assert times.timestamp(0, ",") == "00:00:00,000"
+    assert times.timestamp(3723.2506, ",") == "01:02:03,251"
+    assert times.timestamp(3723.25, ".") == "01:02:03.250"
+    assert times.timestamp(360000.0, ",") == "100:00:00,000"
+    assert times.timestamp(59.9999, ".") == "00:01:00.000"
 
 
 def test_srt_uses_comma_milliseconds_and_numbered_cues() -> None:
-    text = export.to_srt(make_transcript())
+    text = formats.to_srt(make_transcript())
     assert text.splitlines()[:3] == ["1", "00:00:00,500 --> 00:00:01,400", "[SPEAKER_00] Hello there."]
     assert "3\n01:02:03,250 --> 01:02:04,000\n[SPEAKER_01] Fine, <thanks>\n" in text
 
 
 def test_vtt_header_voice_tags_and_escaping() -> None:
-    text = export.to_vtt(make_transcript())
+    text = formats.to_vtt(make_transcript())
     assert text.startswith("WEBVTT\n\n")
     assert "00:00:00.500 --> 00:00:01.400\n<v SPEAKER_00>Hello there.\n" in text
     assert "01:02:03.250 --> 01:02:04.000\n<v SPEAKER_01>Fine, &lt;thanks&gt;\n" in text
 
 
 def test_txt_groups_a_speakers_segments_into_one_paragraph() -> None:
-    text = export.to_txt(make_transcript())
+    text = formats.to_txt(make_transcript())
     assert text == "[00:00:00] SPEAKER_00:\nHello there. And you?\n\n[01:02:03] SPEAKER_01:\nFine, <thanks>\n"
 
 
@@ -82,12 +83,12 @@ def test_txt_without_diarization_is_plain_text() -> None:
             "speakers": (),
         }
     )
-    assert export.to_txt(plain) == "Hello there. And you? Fine, <thanks>\n"
+    assert formats.to_txt(plain) == "Hello there. And you? Fine, <thanks>\n"
 
 
 def test_json_round_trip_keeps_the_contract() -> None:
     transcript = make_transcript()
-    data = json.loads(export.to_json(transcript))
+    data = json.loads(formats.to_json(transcript))
     assert set(data) == {
         "version",
         "source",
@@ -114,9 +115,9 @@ def test_long_segments_are_split_into_readable_cues() -> None:
     words = tuple(Word(i * 0.5, i * 0.5 + 0.4, f" word{i}", 0.9, "SPEAKER_00") for i in range(40))
     segment = Segment(0.0, 19.9, "".join(w.word for w in words).strip(), words, "SPEAKER_00")
     transcript = Transcript(**{**make_transcript().__dict__, "segments": (segment,)})
-    cues = export.to_srt(transcript).strip().split("\n\n")
+    cues = formats.to_srt(transcript).strip().split("\n\n")
     assert len(cues) >= 3
-    assert all(len(cue.splitlines()[2]) <= export.MAX_CUE_CHARS + len("[SPEAKER_00] ") for cue in cues)
+    assert all(len(cue.splitlines()[2]) <= formats.MAX_CUE_CHARS + len("[SPEAKER_00] ") for cue in cues)
     assert " ".join(cue.splitlines()[2].removeprefix("[SPEAKER_00] ") for cue in cues) == segment.text
 
 
@@ -124,13 +125,13 @@ def test_rename_speaker_changes_every_line_and_every_format() -> None:
     renamed = make_transcript().rename_speaker("SPEAKER_01", "Dr. Okafor")
     assert renamed.speakers == ("SPEAKER_00", "Dr. Okafor")
     assert all(w.speaker == "Dr. Okafor" for w in renamed.segments[2].words)
-    for fmt in export.FORMATS:
-        text = readable(export.render(renamed, fmt))
+    for fmt in formats.FORMATS:
+        text = readable(formats.render(renamed, fmt))
         assert "Dr. Okafor" in text and "SPEAKER_01" not in text, fmt
 
 
 def test_export_writes_every_format_atomically(tmp_path: Path) -> None:
-    paths = export.export(make_transcript(), tmp_path / "out", "talk", ["txt", "srt", "vtt", "json"])
+    paths = save.export(make_transcript(), tmp_path / "out", "talk", ["txt", "srt", "vtt", "json"])
     assert [p.name for p in paths] == ["talk.txt", "talk.srt", "talk.vtt", "talk.json"]
     assert sorted(os.listdir(tmp_path / "out")) == ["talk.json", "talk.srt", "talk.txt", "talk.vtt"]
 
@@ -142,16 +143,16 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path: Path, monkeypa
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(export.os, "replace", broken_replace)
+    monkeypatch.setattr(files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        export.write_atomic(target, "half")
+        files.write_atomic(target, "half")
     assert target.read_text() == "the good transcript\n"
     assert os.listdir(tmp_path) == ["talk.txt"]  # no temporary file left behind
 
 
 def test_unknown_format() -> None:
     with pytest.raises(ValueError, match="unknown format 'pdf'"):
-        export.render(make_transcript(), "pdf")
+        formats.render(make_transcript(), "pdf")
 
 
 # ----------------------------------------------------------------------------------------- issue 18
@@ -159,7 +160,7 @@ def test_unknown_format() -> None:
 EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
-from app.core.engine.export import export_each
+from app.core.transcript.save import export_each
 from tests.core.test_export import make_transcript
 
 limit = int(sys.argv[2])
@@ -178,7 +179,7 @@ def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Pa
     import subprocess
     import sys
 
-    sizes = {fmt: len(export.to_bytes(export.render(make_transcript(), fmt))) for fmt in export.DEFAULT_FORMATS}
+    sizes = {fmt: len(files.to_bytes(formats.render(make_transcript(), fmt))) for fmt in formats.DEFAULT_FORMATS}
     limit = max(sizes[fmt] for fmt in ("txt", "srt", "vtt")) + 16
     assert sizes["json"] > limit
     child = subprocess.run(
@@ -193,20 +194,20 @@ def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Pa
     assert report["written"] == ["talk.txt", "talk.srt", "talk.vtt"] and report["failed"] == ["json"]
     assert "json not written (File too large" in report["summary"]
     assert sorted(os.listdir(tmp_path)) == ["talk.srt", "talk.txt", "talk.vtt"]  # no temporary left behind
-    assert (tmp_path / "talk.vtt").read_text() == export.to_vtt(make_transcript())
+    assert (tmp_path / "talk.vtt").read_text() == formats.to_vtt(make_transcript())
 
 
 def test_a_renderer_that_raises_costs_only_its_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(transcript: Transcript) -> str:
         raise RuntimeError("a bug in the srt cue splitter")
 
-    monkeypatch.setitem(export.RENDERERS, "srt", broken)
-    result = export.export_each(make_transcript(), tmp_path, "talk", ["srt", "txt", "json"])
+    monkeypatch.setitem(formats.RENDERERS, "srt", broken)
+    result = save.export_each(make_transcript(), tmp_path, "talk", ["srt", "txt", "json"])
     assert [path.name for path in result.written] == ["talk.txt", "talk.json"]
     assert list(result.failures) == ["srt"]
     assert "srt not written (RuntimeError: a bug in the srt cue splitter)" in result.summary()
     with pytest.raises(RuntimeError, match="cue splitter"):  # the strict form still raises, after the others
-        export.export(make_transcript(), tmp_path / "strict", "talk", ["srt", "txt"])
+        save.export(make_transcript(), tmp_path / "strict", "talk", ["srt", "txt"])
     assert os.listdir(tmp_path / "strict") == ["talk.txt"]
 
 
@@ -217,13 +218,13 @@ def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
 
     record = JobStore(tmp_path / "data")
     out = tmp_path / "out"
-    may_replace = export.unchanged_since_written(record)
-    first = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
-    again = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    may_replace = save.unchanged_since_written(record)
+    first = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    again = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
     assert again.stem == "talk" and not again.renamed and again.written == first.written  # its own: replaced
 
     (out / "talk.txt").write_text("Corrected by hand: Dr. Okafor said it, not SPEAKER_01.\n")
-    third = export.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
+    third = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
     assert third.renamed and third.stem == "talk-2"
     assert [path.name for path in third.written] == ["talk-2.txt", "talk-2.srt"]
     assert (out / "talk.txt").read_text().startswith("Corrected by hand")
@@ -231,17 +232,15 @@ def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
     assert "wrote talk-2.* instead" in third.summary()
 
     (out / "notes.txt").write_text("someone else's file\n")  # never written by Scriba at all
-    foreign = export.export_each(make_transcript(), out, "notes", ["txt"], may_replace=may_replace, record=record)
+    foreign = save.export_each(make_transcript(), out, "notes", ["txt"], may_replace=may_replace, record=record)
     assert foreign.stem == "notes-2" and (out / "notes.txt").read_text() == "someone else's file\n"
     # Without a record nothing existing is replaced; without a test (the old call) everything is.
-    blind = export.export_each(
-        make_transcript(), out, "talk", ["txt"], may_replace=export.unchanged_since_written(None)
-    )
+    blind = save.export_each(make_transcript(), out, "talk", ["txt"], may_replace=save.unchanged_since_written(None))
     assert blind.stem == "talk-3"
 
 
 def test_one_way_to_number_a_name_in_use() -> None:
-    from app.core.engine.export import first_free_stem
+    from app.core.transcript.save import first_free_stem
 
     assert first_free_stem("talk", lambda name: False) == "talk"
     assert first_free_stem("talk", {"talk", "talk-2"}.__contains__) == "talk-3"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.engine import export
-from app.core.engine.transcript import Segment, Transcript
+from app.core.transcript import formats, save
+from app.core.transcript.document import Segment, Transcript
 from tests.core.test_export import make_transcript
 
 pytestmark = pytest.mark.unit
@@ -31,7 +31,7 @@ def with_tricky_text() -> Transcript:
 
 def test_csv_and_tsv_are_one_row_per_segment_with_times_and_speakers() -> None:
     for fmt, delimiter in (("csv", ","), ("tsv", "\t")):
-        text = export.render(with_tricky_text(), fmt)
+        text = formats.render(with_tricky_text(), fmt)
         assert isinstance(text, str)
         if fmt == "csv":
             assert text.startswith("\ufeff")  # Excel reads UTF-8 only with the mark
@@ -57,7 +57,7 @@ class _TextOf(HTMLParser):
 
 
 def test_html_is_a_standalone_page_whose_text_is_never_markup() -> None:
-    page = export.render(with_tricky_text(), "html")
+    page = formats.render(with_tricky_text(), "html")
     assert isinstance(page, str) and page.startswith("<!DOCTYPE html>")
     parser = _TextOf()
     parser.feed(page)
@@ -68,7 +68,7 @@ def test_html_is_a_standalone_page_whose_text_is_never_markup() -> None:
 
 
 def test_markdown_paragraphs_escape_what_would_be_formatting() -> None:
-    text = export.render(with_tricky_text(), "md")
+    text = formats.render(with_tricky_text(), "md")
     assert isinstance(text, str)
     assert text.startswith("# talk.wav\n")
     assert "`00:00:00` **SPEAKER\\_00:** Hello there. And you?" in text  # one paragraph per speaker turn
@@ -78,7 +78,7 @@ def test_markdown_paragraphs_escape_what_would_be_formatting() -> None:
 def test_word_document_has_title_times_speakers_and_text() -> None:
     from docx import Document
 
-    document = Document(io.BytesIO(export.to_docx(make_transcript())))
+    document = Document(io.BytesIO(formats.to_docx(make_transcript())))
     assert document.core_properties.title == "talk.wav"
     paragraphs = [paragraph for paragraph in document.paragraphs if paragraph.text]
     assert paragraphs[0].text == "talk.wav" and paragraphs[0].style.name == "Heading 1"
@@ -92,7 +92,7 @@ def test_word_document_has_title_times_speakers_and_text() -> None:
 
 
 def test_qda_text_opens_each_paragraph_with_a_timestamp_and_the_speaker(tmp_path: Path) -> None:
-    written = export.export(make_transcript(), tmp_path, "interview", ["qda", "docx", "csv"])
+    written = save.export(make_transcript(), tmp_path, "interview", ["qda", "docx", "csv"])
     assert [path.name for path in written] == ["interview.qda.txt", "interview.docx", "interview.csv"]
     text = written[0].read_text(encoding="utf-8")
     paragraphs = text.rstrip("\n").split("\n\n")
@@ -105,10 +105,10 @@ def test_a_transcript_without_speakers_or_words() -> None:
     plain = Transcript(
         **{**base.__dict__, "segments": tuple(Segment(s.start, s.end, s.text) for s in base.segments), "speakers": ()}
     )
-    assert export.to_qda(plain).startswith("[00:00:00] Hello there. And you? Fine, <thanks>")
+    assert formats.to_qda(plain).startswith("[00:00:00] Hello there. And you? Fine, <thanks>")
     empty = Transcript(**{**base.__dict__, "segments": (), "speakers": ()})
     # An empty recording still exports: what a reader needs to open it, and no rows.
-    rendered = {fmt: export.render(empty, fmt) for fmt in export.FORMATS}
+    rendered = {fmt: formats.render(empty, fmt) for fmt in formats.FORMATS}
     assert rendered["csv"] == "\ufeffstart,end,start_seconds,end_seconds,speaker,text\n" and rendered["txt"] == ""
     assert rendered["md"].startswith("# talk.wav") and "</html>" in str(rendered["html"])
     assert json.loads(str(rendered["json"]))["segments"] == [] and rendered["qda"] == ""
@@ -123,14 +123,14 @@ def test_exports_get_the_users_usual_permissions_and_voiceprints_stay_private(tm
     import os
     import stat
 
-    from app.core.engine.export import write_atomic
+    from app.core.files import write_atomic
 
     old = os.umask(0o022)
     try:
-        (written,) = export.export(make_transcript(), tmp_path, "talk", ["txt"])
+        (written,) = save.export(make_transcript(), tmp_path, "talk", ["txt"])
         assert stat.S_IMODE(written.stat().st_mode) == 0o644
         written.chmod(0o600)  # the user made it private: a new export over it keeps that
-        export.export(make_transcript(), tmp_path, "talk", ["txt"])
+        save.export(make_transcript(), tmp_path, "talk", ["txt"])
         assert stat.S_IMODE(written.stat().st_mode) == 0o600
         write_atomic(tmp_path / "speakers.json", "{}", private=True)
         assert stat.S_IMODE((tmp_path / "speakers.json").stat().st_mode) == 0o600

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.engine.transcript import Segment, Transcript
 from app.core.queue.jobs import JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
+from app.core.transcript.document import Segment, Transcript
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 

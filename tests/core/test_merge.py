@@ -6,7 +6,7 @@ import pytest
 
 from app.core.engine.diarize.base import Turn
 from app.core.engine.merge import assign_speakers
-from app.core.engine.transcript import Segment, Word
+from app.core.transcript.document import Segment, Word
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 

@@ -23,7 +23,7 @@ from app.core.engine.speakers import (
     speaker_voiceprints,
     speech_spans,
 )
-from app.core.engine.transcript import Transcript
+from app.core.transcript.document import Transcript
 from tests.metrics import rttm_annotation, transcript_annotation, turns_annotation
 from tests.real_speech import real_speech_dir, rttm_turns
 

@@ -18,7 +18,7 @@ from app.core.engine.stitch import (
     plan_pieces,
     stitch,
 )
-from app.core.engine.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+from app.core.transcript.document import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
 
 RATE = 16000
 

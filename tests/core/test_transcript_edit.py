@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from app.core.engine.export import to_srt, to_txt
-from app.core.engine.transcript import Segment, Transcript, Word
-from app.core.engine.transcript_edit import (
+from app.core.transcript.document import Segment, Transcript, Word
+from app.core.transcript.edit import (
     assign_speaker,
     edit_paragraph,
     merge_with_previous,
@@ -13,6 +12,7 @@ from app.core.engine.transcript_edit import (
     replace_all,
     split_paragraph,
 )
+from app.core.transcript.formats import to_srt, to_txt
 
 
 def timed(start: float, speaker: str, *texts: str) -> Segment:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.engine.transcript import Segment, Transcript, Word
 from app.core.queue.jobs import JobOptions, JobState, JobStore
 from app.core.queue.trash import Trash
+from app.core.transcript.document import Segment, Transcript, Word
 
 
 def interview(source: Path) -> Transcript:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from app.core.engine.transcript import Transcript
 from app.core.queue.jobs import Job, JobOptions, JobState, JobStore
 from app.core.queue.watch import WatchFolder, incomplete_reason
+from app.core.transcript.document import Transcript
 
 pytestmark = pytest.mark.unit
 

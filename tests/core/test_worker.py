@@ -185,7 +185,7 @@ def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path, m
 def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.core.engine import export
+    from app.core.transcript import formats
     from tests.core.test_export import make_transcript
 
     store = JobStore(tmp_path / "data")
@@ -197,7 +197,7 @@ def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
     def broken(transcript: object) -> str:
         raise RuntimeError("a bug in the srt cue splitter")
 
-    monkeypatch.setitem(export.RENDERERS, "srt", broken)
+    monkeypatch.setitem(formats.RENDERERS, "srt", broken)
     worker = _worker(store, [])
     note = worker._export(store.get(job.id), make_transcript())
     assert sorted(path.name for path in output.iterdir()) == ["talk.json", "talk.txt", "talk.vtt"]

@@ -44,7 +44,7 @@ def call_transcript(sample_dir: Path):  # type: ignore[no-untyped-def]
     once: tests that are about reading and editing start from it instead of queueing a job each."""
     from app.core.engine.pipeline import Engine, PipelineOptions
     from app.core.engine.transcribe import TranscriptionOptions
-    from app.core.engine.transcript import Transcript
+    from app.core.transcript.document import Transcript
 
     engine = Engine()
     try:

@@ -83,7 +83,7 @@ def test_about_names_the_models_and_their_licences() -> None:
 
 
 def test_the_transcript_says_which_diarizer_ran_and_why(qtbot: Any) -> None:
-    from app.core.engine.transcript import DiarizationInfo, Transcript
+    from app.core.transcript.document import DiarizationInfo, Transcript
     from app.gui.transcript_view import TranscriptView
 
     view = TranscriptView()

@@ -9,8 +9,8 @@ from pathlib import Path
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor, QPalette, QTextCharFormat, QTextCursor
 
-from app.core.engine.transcript_edit import paragraph_text
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.edit import paragraph_text
 
 
 def open_on_call(open_window, qtbot, sample_dir: Path, call_transcript, data: Path | None = None):  # type: ignore[no-untyped-def]

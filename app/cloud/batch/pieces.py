@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from app.core.engine.stitch import PieceResult, VoiceStats, plan_pieces, stitch
-from app.core.engine.transcript import Transcript
 from app.core.errors import ScribaError
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.document import Transcript
 
 PIECE_RATE = 16000
 # 16 kHz mono FLAC of speech takes up to about this many bytes a second (benchmarks/bench_transcode.py: 8.5-20

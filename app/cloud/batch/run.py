@@ -39,8 +39,8 @@ from app.cloud.remote.transport import (
     quote,
 )
 from app.core.engine.stitch import DEFAULT_OVERLAP_S, DEFAULT_PIECE_S
-from app.core.engine.transcript import Transcript
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
 

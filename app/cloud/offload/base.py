@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from app.cloud.types import Instance, Offer
-from app.core.engine.transcript import Transcript
 from app.core.errors import ScribaError
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.document import Transcript
 
 if TYPE_CHECKING:
     from app.cloud.remote.transport import SshSession

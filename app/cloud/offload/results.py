@@ -11,8 +11,10 @@ import contextlib
 import time
 from pathlib import Path
 
-from app.core.engine.export import describe_write_error, to_json, write_atomic
-from app.core.engine.transcript import Transcript
+from app.core.files import write_atomic
+from app.core.transcript.document import Transcript
+from app.core.transcript.formats import to_json
+from app.core.transcript.save import describe_write_error
 
 RESULTS_FOLDER = "offload-results"
 

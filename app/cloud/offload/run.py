@@ -62,8 +62,8 @@ from app.cloud.remote.transport import (
 from app.cloud.remote.worker import SPEC_VERSION
 from app.cloud.types import Instance, Offer
 from app.core.cancel import CancelToken
-from app.core.engine.transcript import Transcript
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

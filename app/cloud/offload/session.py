@@ -30,9 +30,9 @@ from app.cloud.pricing.estimate import LOCAL_PROVIDER, SSH_PROVIDER, Estimate, O
 from app.cloud.pricing.estimate import Job as EstimateJob
 from app.cloud.pricing.spread import spread_over
 from app.core.cancel import CancelToken
-from app.core.engine.export import clock
 from app.core.errors import ScribaError
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStore
+from app.core.transcript.times import clock
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import OffloadEvent, OffloadLike, OffloadResult, RemoteSetup

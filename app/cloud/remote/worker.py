@@ -74,9 +74,9 @@ def _gpu_summary(snapshot: Any) -> dict[str, Any]:
 def run_worker(work: Path) -> int:
     """Transcribe every file of ``WORK/spec.json``; the events say how it goes. Exit 0 when the run ended
     normally (some files may have failed, each with its reason), 2 when the spec is unusable."""
-    from app.core.engine.export import write_atomic
     from app.core.engine.pipeline import Engine, Progress
     from app.core.errors import ScribaError
+    from app.core.files import write_atomic
     from app.core.gpu.gpustats import GpuStatsSampler
     from app.core.queue.jobs import JobOptions
     from app.core.queue.worker import pipeline_options

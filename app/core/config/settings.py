@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.core.engine.export import DEFAULT_FORMATS, FORMATS, write_atomic
+from app.core.files import write_atomic
 from app.core.queue.jobs import JobOptions
+from app.core.transcript.formats import DEFAULT_FORMATS, FORMATS
 
 if TYPE_CHECKING:
     from app.core.engine.diarize import Backend

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from app.core.engine.audio import SAMPLE_RATE
-from app.core.engine.transcript import Word
+from app.core.transcript.document import Word
 
 if TYPE_CHECKING:
     from app.core.dictation.stream import DictationOptions

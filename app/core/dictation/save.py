@@ -16,9 +16,9 @@ import numpy as np
 
 from app.core.dictation.stream import DictationEvent
 from app.core.engine.audio import SAMPLE_RATE
-from app.core.engine.export import first_free_stem
-from app.core.engine.transcript import Segment, Transcript
 from app.core.queue.jobs import Job, JobOptions, JobStore
+from app.core.transcript.document import Segment, Transcript
+from app.core.transcript.save import first_free_stem
 
 
 @dataclass(frozen=True)

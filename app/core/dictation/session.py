@@ -40,7 +40,7 @@ from app.core.dictation.decoding import Decoder, StreamingVad, load_decoder
 from app.core.dictation.sources import AudioSource
 from app.core.dictation.stream import DictationEvent, DictationOptions, DictationStats, DictationStream, EventCallback
 from app.core.engine.audio import SAMPLE_RATE
-from app.core.engine.transcript import Word
+from app.core.transcript.document import Word
 
 log = logging.getLogger(__name__)
 

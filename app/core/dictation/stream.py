@@ -17,7 +17,7 @@ import numpy as np
 from app.core.dictation.decoding import Decoder, StreamingVad, common_prefix, join_words, strip_committed, strip_context
 from app.core.engine.audio import SAMPLE_RATE
 from app.core.engine.level import RunningGain
-from app.core.engine.transcript import Word
+from app.core.transcript.document import Word
 
 if TYPE_CHECKING:
     from app.core.engine.transcribe import Device

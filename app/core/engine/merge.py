@@ -6,7 +6,7 @@ import bisect
 from collections.abc import Sequence
 
 from app.core.engine.diarize.base import Turn
-from app.core.engine.transcript import Segment, SpeakerTurn, Word
+from app.core.transcript.document import Segment, SpeakerTurn, Word
 
 
 def speaker_for_span(start: float, end: float, turns: Sequence[Turn], turn_starts: Sequence[float]) -> str | None:

@@ -23,9 +23,9 @@ from app.core.engine.merge import assign_speakers
 from app.core.engine.models import BUNDLED_MODEL
 from app.core.engine.stage_costs import StageCosts, job_fraction, model_cost, stage_layout
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, TranscriptionResult, resolve_device
-from app.core.engine.transcript import PARTIAL_PREFIX, DiarizationInfo, Transcript
 from app.core.errors import CancelledError, DiarizationError, UsageError
 from app.core.gpu.faults import classify, record_fault
+from app.core.transcript.document import PARTIAL_PREFIX, DiarizationInfo, Transcript
 
 if TYPE_CHECKING:
     from app.core.engine.diarize.encoder import SpeakerEncoder
@@ -500,7 +500,7 @@ def time_range(audio: Audio, start: float | None, end: float | None) -> tuple[Au
     the recording's is its end; a range that holds no audio is the user's mistake, said in one line."""
     if start is None and end is None:
         return audio, 0.0
-    from app.core.engine.export import clock
+    from app.core.transcript.times import clock
 
     first = max(0.0, start or 0.0)
     last = audio.duration if end is None else min(end, audio.duration)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.core.engine.transcript import Identification, SpeakerIdentity, Transcript
 from app.core.errors import ScribaError
+from app.core.transcript.document import Identification, SpeakerIdentity, Transcript
 
 if TYPE_CHECKING:
     from app.core.engine.audio import Audio
@@ -321,7 +321,7 @@ class SpeakerLibrary:
         return library
 
     def save(self) -> None:
-        from app.core.engine.export import write_atomic
+        from app.core.files import write_atomic
 
         data = {
             "version": LIBRARY_VERSION,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.core.engine.diarize.embedded import FRAME_S, EmbeddedDiarizerOptions, local_voice_spread
-from app.core.engine.transcript import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
+from app.core.transcript.document import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
 
 if TYPE_CHECKING:
     from app.core.engine.diarize.base import SpeakerHints

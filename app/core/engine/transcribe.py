@@ -27,9 +27,9 @@ from app.core.engine.gpu_plan import (
 from app.core.engine.level import speech_gain
 from app.core.engine.memory import release_freed_memory
 from app.core.engine.models import ResolvedModel, resolve_model
-from app.core.engine.transcript import Segment, Word
 from app.core.errors import DeviceError, UsageError
 from app.core.gpu.faults import FaultMatch, classify, record_fault
+from app.core.transcript.document import Segment, Word
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.engine.audio import MEDIA_EXTENSIONS
-from app.core.engine.export import DEFAULT_FORMATS, write_atomic
-from app.core.engine.transcript import PARTIAL_PREFIX, Transcript
 from app.core.errors import ScribaError
+from app.core.files import write_atomic
 from app.core.queue.sqlite_db import (
     SqliteDatabase,
     is_corruption,
@@ -40,6 +39,8 @@ from app.core.queue.sqlite_db import (
     pid_alive,
     process_started_at,
 )
+from app.core.transcript.document import PARTIAL_PREFIX, Transcript
+from app.core.transcript.formats import DEFAULT_FORMATS
 
 if TYPE_CHECKING:
     from app.core.engine.diarize import Backend

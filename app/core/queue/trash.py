@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.engine.transcript import Transcript
 from app.core.queue.jobs import Job, JobOptions, JobStore
+from app.core.transcript.document import Transcript
 
 TRASH_DIR = "trash"
 

@@ -35,9 +35,9 @@ from typing import Any, Literal, TextIO
 
 from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
-from app.core.engine.transcript import Transcript
 from app.core.errors import CancelledError, ScribaError
 from app.core.queue.jobs import Job, JobOptions, JobState, JobStore
+from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
 
@@ -660,7 +660,7 @@ class QueueWorker:
         writing is free now, so nobody is writing them): the temporary files it left go, and the exports are
         written again. The files it had finished are its own and unchanged: replaced by the same text, never
         numbered beside."""
-        from app.core.engine.export import stray_temporaries
+        from app.core.transcript.save import stray_temporaries
 
         try:
             jobs = self.store.pending_exports()
@@ -707,7 +707,7 @@ class QueueWorker:
                 log.warning("exports of job %s not marked finished: %s", job.id, storage_reason(error))
 
     def _export_to(self, job: Job, transcript: Transcript, directory: Path) -> str | None:
-        from app.core.engine.export import save_transcript
+        from app.core.transcript.save import save_transcript
 
         own = set(map(Path, job.exported))
         try:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from app.core.engine.transcript import Segment, Transcript, Word
+from app.core.transcript.document import Segment, Transcript, Word
 
 # A word the user typed is as certain as anything in the transcript: it is never marked as doubtful.
 TYPED_PROBABILITY = 1.0
