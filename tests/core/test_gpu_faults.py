@@ -105,6 +105,15 @@ def test_each_real_error_text_is_the_fault_it_names(make: Callable[[], BaseExcep
     assert match is not None and match.fault.name == expected
 
 
+def test_the_fault_keeps_the_first_line_of_the_librarys_words() -> None:
+    match = classify(UserWarning(TORCH_SM120_WARNING), loading=True)
+    assert match is not None
+    assert match.text == (
+        "UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+        "installation."
+    )
+
+
 def test_unknown_errors_and_compute_type_refusals_are_no_fault() -> None:
     for error in (
         RuntimeError(ILLEGAL_ACCESS),
@@ -401,6 +410,29 @@ def test_a_job_whose_gpu_fails_in_both_stages_finishes_on_the_cpu_and_says_why(
     assert [(segment.start, segment.end, segment.text) for segment in transcript.segments] == cpu_reference
     assert transcript.diarization is not None and "on CPU: this torch build" in transcript.diarization.reason
     assert len(transcript.speakers) == len({speaker for _, _, speaker in cpu_speakers})
+
+
+def test_a_gpu_fault_in_the_language_check_moves_the_job_to_the_cpu(
+    pretend_gpu: None,
+    monkeypatch: pytest.MonkeyPatch,
+    sample_dir: Path,
+    cpu_reference: list[tuple[float, float, str]],
+) -> None:
+    """An English-only model on a recording of undeclared language is run on it first, by the language check:
+    the first encode, and so a missing cuBLAS, comes there."""
+    import faster_whisper
+
+    attempts = Attempts(at_encode=RuntimeError(CUBLAS_MISSING))
+    monkeypatch.setattr(faster_whisper, "WhisperModel", attempts.factory())
+    options = PipelineOptions(
+        transcription=TranscriptionOptions(model="tiny.en", device="cuda", language=None), diarize=False
+    )
+    transcript = Engine().run(sample_dir / "sample.wav", options)
+    assert (transcript.device, transcript.language) == ("cpu", "en")
+    assert transcript.warnings == (
+        "the GPU's cuBLAS library (CUDA 12) is missing or cannot be loaded; transcribed on the CPU instead",
+    )
+    assert [(segment.start, segment.end, segment.text) for segment in transcript.segments] == cpu_reference
 
 
 def test_a_job_with_an_unknown_gpu_error_fails_with_its_text(

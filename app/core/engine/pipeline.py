@@ -211,7 +211,13 @@ class Engine:
         mark = time.perf_counter()
         language_warnings: tuple[str, ...] = ()
         if options.check_language:
-            language_warnings = self.check_language(audio, transcriber, options.transcription.language)
+            try:
+                language_warnings = self.check_language(audio, transcriber, options.transcription.language)
+            except Exception as error:
+                # English-only models are run on the recording here first: a GPU fault shows here, not later.
+                if not transcriber.fall_back_after(error):
+                    raise
+                language_warnings = self.check_language(audio, transcriber, options.transcription.language)
         diarization: DiarizationResult | None = None
         if diarize_threads is not None:
             # A diarization that fails stops the transcription at once (its own token), and its error is the job's.
@@ -259,7 +265,7 @@ class Engine:
         timings["merge"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
         # Under the devices the stages ran on: a stage a GPU fault moved to the CPU took a CPU's time.
-        ran_on = (transcription.device, diarization.device if diarization is not None else diarize_device)
+        ran_on = (transcription.device, "cpu" if diarization is not None and diarization.gpu_fault else diarize_device)
         self.stage_costs.record(
             timings, duration, transcription.model, ran_on[0], diarizer_name, ran_on[1], alongside=alongside
         )

@@ -361,14 +361,21 @@ class Transcriber:
         try:
             return self._transcribe(audio, progress, cancel)
         except Exception as error:
-            # Some faults come only when the GPU first computes (a missing cuBLAS or cuDNN, a card without
-            # kernels): the whole file again, on the CPU. Anything else is the job's error, as it was.
-            fault = classify(error, loading=False) if self.device == "cuda" else None
-            if fault is None:
+            # The whole file again, on the CPU; anything else is the job's error, as it was.
+            if not self.fall_back_after(error):
                 raise
-            self._fall_back_to_cpu(fault)
-            self.load()
             return self._transcribe(audio, progress, cancel)
+
+    def fall_back_after(self, error: BaseException) -> bool:
+        """Whether ``error``, raised while the loaded model computed, is a known GPU fault; if so the model is
+        loaded on the CPU, and the caller does its work again. Some faults come only when the GPU first computes
+        (a missing cuBLAS or cuDNN, a card without kernels), in the transcription or in the language check."""
+        fault = classify(error, loading=False) if self.device == "cuda" else None
+        if fault is None:
+            return False
+        self._fall_back_to_cpu(fault)
+        self.load()
+        return True
 
     def _transcribe(
         self,

@@ -176,8 +176,8 @@ def classify(error: BaseException, *, loading: bool) -> FaultMatch | None:
             if fault.only_while_loading and not loading:
                 continue
             if fault.recognises(text):
-                first_line = next((line for line in text.splitlines() if line.strip()), text)
-                return FaultMatch(fault, link, first_line[:300])
+                first_line = next((line.strip() for line in str(link).splitlines() if line.strip()), "")
+                return FaultMatch(fault, link, f"{type(link).__name__}: {first_line}"[:300])
     return None
 
 
