@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -520,6 +522,57 @@ def test_an_unanswered_launch_with_no_machine_found_says_one_may_exist(server: R
         make_runpod(server, clock).launch(offer("runpod", "NVIDIA GeForce RTX 4090"), PUBLIC_KEY, LABEL)
     assert caught.value.maybe_created and LABEL in str(caught.value)
     assert len(server.calls("POST", "/v2/pods")) == 1
+
+
+@pytest.fixture
+def refusing_url() -> Iterator[str]:
+    """A loopback port that is bound but never listens: every connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_refused_connection_is_retried_then_named(refusing_url: str, clock: FakeClock) -> None:
+    with pytest.raises(ProviderError, match="RunPod could not be reached") as caught:
+        RunPod(KEY, base_url=refusing_url + "/v2", sleep=clock.sleep, clock=clock.monotonic).offers()
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0]
+    assert not caught.value.maybe_created and KEY not in str(caught.value)
+
+
+def test_a_create_that_never_connected_is_retried_and_created_nothing(refusing_url: str, clock: FakeClock) -> None:
+    # Nothing reached the provider, so sending the launch again cannot start a second machine.
+    provider = RunPod(KEY, base_url=refusing_url + "/v2", sleep=clock.sleep, clock=clock.monotonic)
+    with pytest.raises(ProviderError, match="could not be reached") as caught:
+        provider.launch(offer("runpod", "NVIDIA GeForce RTX 4090"), PUBLIC_KEY, LABEL)
+    assert not caught.value.maybe_created
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0]
+
+
+def test_an_answer_that_never_comes_is_asked_again_but_a_create_is_not(server: ReplayServer, clock: FakeClock) -> None:
+    never = threading.Event()  # set by nobody: the provider took the request and went quiet
+    server.route("GET", "/v2/pods/7h9k2m4n6p", Reply(hold=never), runpod_pod("RUNNING", direct=True))
+    server.route("POST", "/v2/pods", Reply(hold=never))
+    server.route("GET", "/v2/pods", {"pods": []})
+    provider = RunPod(
+        KEY, base_url=server.url + "/v2", timeout_s=0.2, max_attempts=2, sleep=clock.sleep, clock=clock.monotonic
+    )
+    instance = provider.get_instance("7h9k2m4n6p")
+    assert instance is not None and instance.host == "195.26.233.3"
+    assert clock.sleeps == [1.0]
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(offer("runpod", "NVIDIA GeForce RTX 4090"), PUBLIC_KEY, LABEL)
+    assert caught.value.maybe_created and LABEL in str(caught.value)
+    assert len(server.calls("POST", "/v2/pods")) == 1
+
+
+def test_a_redirect_to_another_origin_does_not_carry_the_key(server: ReplayServer, clock: FakeClock) -> None:
+    with ReplayServer() as elsewhere:
+        elsewhere.route("GET", "/v2/catalog/gpus", RUNPOD_GPUS)
+        server.route("GET", "/v2/catalog/gpus", Reply(307, headers={"Location": elsewhere.url + "/v2/catalog/gpus"}))
+        rows = make_runpod(server, clock).offers()
+        assert [row.gpu for row in rows] == ["RTX 4090"]
+        assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+        assert len(elsewhere.requests) == 1 and "authorization" not in elsewhere.requests[0].headers
 
 
 # ------------------------------------------------------------------------------------------------ capacity, money

@@ -1,13 +1,14 @@
-"""A small JSON-over-HTTPS client for the providers' REST APIs, on the standard library (no new dependency).
+"""A small JSON-over-HTTPS client for the providers' REST APIs, on httpx.
 
 What it takes care of, so that the adapters do not:
 
-* the bearer key: sent as an *unredirected* header (a redirect to another host never carries it), kept out of
-  ``repr``, logs and every error message (anything a provider echoes back is redacted);
-* retries with exponential backoff for HTTP 429 (honouring ``Retry-After``) and, for requests that are safe
-  to repeat, for 5xx answers and dropped connections. A request that creates something (a launch) is never
-  repeated after a 5xx or a lost answer, because the first one may have worked: it raises with
-  ``maybe_created`` set instead, and the caller looks for the machine by its label;
+* the bearer key: sent in a header that httpx drops when a redirect leaves the origin (scheme, host, port), kept
+  out of ``repr``, logs and every error message (anything a provider echoes back is redacted);
+* retries, decided in one place (:class:`RetryPolicy`): HTTP 429 (honouring ``Retry-After``) always; 5xx answers,
+  timeouts and dropped connections only for requests that are safe to repeat; a connection that could not be
+  opened for any request, since nothing was sent. A request that creates something (a launch) is never repeated
+  once it may have reached the provider, because the first one may have worked: it raises with ``maybe_created``
+  set instead, and the caller looks for the machine by its label;
 * typed errors: 401/403 :class:`AuthError`, 404 :class:`NotFound`, other 4xx :class:`ApiError` with the
   provider's JSON attached, 429 :class:`RateLimited`.
 
@@ -18,16 +19,18 @@ replay server.
 from __future__ import annotations
 
 import email.utils
-import http.client
+import functools
 import json
 import logging
+import ssl
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+import httpx
 
 from app.cloud.providers.base import (
     ApiError,
@@ -43,6 +46,16 @@ log = logging.getLogger(__name__)
 USER_AGENT = "scriba-cloud/1"
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _REDACTED = "[redacted]"
+# Raised before a byte of the request left this machine: repeating it cannot create anything twice.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# The request may have reached the provider and the answer was lost on the way back (or never came).
+_MAYBE_SENT = (httpx.ReadError, httpx.WriteError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.RemoteProtocolError)
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes tens of milliseconds: once per process, not once per provider object.
+    return httpx.create_ssl_context()
 
 
 def _check_base_url(base_url: str) -> None:
@@ -111,8 +124,50 @@ def error_detail(body: Any) -> str:
     return str(body.get("title") or "")
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which failures are tried again, and after how long. ``attempt`` counts from 1 (the first try)."""
+
+    max_attempts: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    # A provider that asks for a longer pause than this is told "later" to the caller instead of freezing it.
+    max_retry_after_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def backoff(self, attempt: int) -> float:
+        # One client per user and provider: no herd to spread, so plain doubling (no jitter) keeps tests exact.
+        return float(min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1))))
+
+    def after_status(self, attempt: int, status: int, retry_after: float | None, *, idempotent: bool) -> float | None:
+        """Seconds to wait before trying again after an HTTP error ``status``; None: give up now."""
+        if attempt >= self.max_attempts:
+            return None
+        honoured = retry_after if retry_after is not None and retry_after <= self.max_retry_after_s else None
+        if status == 429:
+            # Refused before anything was done, so even a create may be sent again; a long wait goes to the caller.
+            if retry_after is not None and honoured is None:
+                return None
+            return honoured if honoured is not None else self.backoff(attempt)
+        if status >= 500 and idempotent:
+            return honoured if honoured is not None else self.backoff(attempt)
+        return None
+
+    def after_error(self, attempt: int, error: httpx.TransportError, *, idempotent: bool) -> float | None:
+        """Seconds to wait before trying again after a request got no answer; None: give up now."""
+        if attempt >= self.max_attempts:
+            return None
+        if isinstance(error, _NOT_SENT) or (idempotent and isinstance(error, _MAYBE_SENT)):
+            return self.backoff(attempt)
+        return None
+
+
 class HttpClient:
-    """JSON requests to one provider API with one bearer key. Safe to share between threads."""
+    """JSON requests to one provider API with one bearer key. Safe to share between threads (as httpx's client
+    is)."""
 
     def __init__(
         self,
@@ -132,24 +187,32 @@ class HttpClient:
         _check_base_url(base_url)
         if not api_key or not api_key.strip():
             raise missing_key_error(title, key_name, provider)
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+        self.policy = RetryPolicy(
+            max_attempts=max_attempts,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            max_retry_after_s=max_retry_after_s,
+        )
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.title = title
         self.key_name = key_name
         self.timeout_s = timeout_s
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        # A provider that asks for a longer pause than this is told "later" to the caller instead of freezing it.
-        self.max_retry_after_s = max_retry_after_s
         self._key = api_key.strip()
         self._sleep = sleep
-        self._opener = urllib.request.build_opener()
+        # Redirects are followed as urllib did; httpx drops Authorization when one leaves the origin.
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s),
+            verify=_tls_context(),
+            follow_redirects=True,
+            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+        )
 
     def __repr__(self) -> str:
         return f"HttpClient(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self._client.close()
 
     # ------------------------------------------------------------------------------------------- verbs
 
@@ -174,25 +237,28 @@ class HttpClient:
         body: Any = None,
         idempotent: bool = True,
     ) -> Any:
-        """Send, retry what may be retried, and return the parsed JSON (None for an empty body).
+        """Send, retry what :class:`RetryPolicy` allows, and return the parsed JSON (None for an empty body).
 
-        ``idempotent=False`` marks a request that creates something: it is repeated after a 429 (the provider
-        refused it before doing anything) but never after a 5xx or a lost answer.
+        ``idempotent=False`` marks a request that creates something: it is repeated after a 429 or a connection
+        that could not be opened (the provider did nothing), never after a 5xx, a timeout or a lost answer.
         """
         url = self.base_url + path
         if params:
             url += ("&" if "?" in url else "?") + _encode_params(params)
         data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Authorization": f"Bearer {self._key}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         where = f"{method} {path}"
         attempt = 0
         while True:
             attempt += 1
             try:
-                status, headers, payload = self._send(method, url, data)
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-                reason = self._redact(str(getattr(error, "reason", None) or error) or type(error).__name__)
-                if idempotent and attempt < self.max_attempts:
-                    delay = self._backoff(attempt)
+                response = self._client.request(method, url, content=data, headers=headers)
+            except httpx.TransportError as error:
+                reason = self._redact(str(error) or type(error).__name__)
+                delay = self.policy.after_error(attempt, error, idempotent=idempotent)
+                if delay is not None:
                     log.info("%s: %s failed (%s); retry %d in %.1f s", self.provider, where, reason, attempt, delay)
                     self._sleep(delay)
                     continue
@@ -200,79 +266,61 @@ class HttpClient:
                     f"{self.title} could not be reached ({where}: {reason}). Check the network connection "
                     "and try again.",
                     provider=self.provider,
+                    maybe_created=not idempotent and not isinstance(error, _NOT_SENT),
+                ) from None
+            except httpx.HTTPError as error:  # a redirect loop, a body that cannot be decoded
+                raise ProviderError(
+                    f"{self.title} answered {where} in a way Scriba cannot follow "
+                    f"({self._redact(str(error) or type(error).__name__)}). Try again later or report this.",
+                    provider=self.provider,
                     maybe_created=not idempotent,
                 ) from None
+            status = response.status_code
             log.debug("%s: %s -> HTTP %d", self.provider, where, status)
             if status < 400:
-                return self._parse(payload, where)
+                return self._parse(response.content, where)
 
-            parsed = self._parse_quietly(payload)
+            parsed = self._parse_quietly(response.content)
             detail = self._redact(error_detail(parsed))
-            retry_after = parse_retry_after(headers.get("retry-after"))
-            if status == 429:
-                if attempt < self.max_attempts and (retry_after is None or retry_after <= self.max_retry_after_s):
-                    delay = retry_after if retry_after is not None else self._backoff(attempt)
-                    log.info("%s: %s rate-limited (HTTP 429); retry %d in %.1f s", self.provider, where, attempt, delay)
-                    self._sleep(delay)
-                    continue
-                wait = f" It asked to wait {retry_after:.0f} s." if retry_after is not None else ""
-                raise RateLimited(
-                    f"{self.title} is limiting the request rate (HTTP 429 on {where}).{wait} Try again later.",
-                    provider=self.provider,
-                    retry_after_s=retry_after,
-                )
-            if status >= 500:
-                if idempotent and attempt < self.max_attempts:
-                    delay = self._backoff(attempt)
-                    if retry_after is not None and retry_after <= self.max_retry_after_s:
-                        delay = retry_after
-                    log.info("%s: %s HTTP %d; retry %d in %.1f s", self.provider, where, status, attempt, delay)
-                    self._sleep(delay)
-                    continue
-                why = f": {detail}" if detail else ""
-                raise ProviderError(
-                    f"{self.title} failed to answer {where} (HTTP {status}{why}). This is on the provider's side; "
-                    "try again in a few minutes.",
-                    provider=self.provider,
-                    status=status,
-                    maybe_created=not idempotent,
-                )
-            if status in (401, 403):
-                raise rejected_key_error(self.title, self.key_name, self.provider, status, detail)
-            why = f": {detail}" if detail else ""
-            error_type = NotFound if status == 404 else ApiError
-            raise error_type(
-                f"{self.title} refused {where} (HTTP {status}{why}).",
-                provider=self.provider,
-                status=status,
-                body=parsed,
-                detail=detail,
-            )
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            delay = self.policy.after_status(attempt, status, retry_after, idempotent=idempotent)
+            if delay is not None:
+                log.info("%s: %s HTTP %d; retry %d in %.1f s", self.provider, where, status, attempt, delay)
+                self._sleep(delay)
+                continue
+            raise self._status_error(status, where, detail, parsed, retry_after, idempotent=idempotent)
 
     # ------------------------------------------------------------------------------------------- internals
 
-    def _send(self, method: str, url: str, data: bytes | None) -> tuple[int, Mapping[str, str], bytes]:
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Accept", "application/json")
-        request.add_header("User-Agent", USER_AGENT)
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        # Unredirected: urllib copies ordinary headers onto a redirected request, possibly to another host.
-        request.add_unredirected_header("Authorization", f"Bearer {self._key}")
-        try:
-            with self._opener.open(request, timeout=self.timeout_s) as response:
-                return response.status, self._headers(response.headers), response.read()
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, self._headers(error.headers), error.read()
-
-    @staticmethod
-    def _headers(headers: Any) -> dict[str, str]:
-        return {str(key).lower(): str(value) for key, value in (headers.items() if headers else [])}
-
-    def _backoff(self, attempt: int) -> float:
-        # One client per user and provider: no herd to spread, so plain doubling (no jitter) keeps tests exact.
-        return float(min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1))))
+    def _status_error(
+        self, status: int, where: str, detail: str, parsed: Any, retry_after: float | None, *, idempotent: bool
+    ) -> ProviderError:
+        why = f": {detail}" if detail else ""
+        if status == 429:
+            wait = f" It asked to wait {retry_after:.0f} s." if retry_after is not None else ""
+            return RateLimited(
+                f"{self.title} is limiting the request rate (HTTP 429 on {where}).{wait} Try again later.",
+                provider=self.provider,
+                retry_after_s=retry_after,
+            )
+        if status >= 500:
+            return ProviderError(
+                f"{self.title} failed to answer {where} (HTTP {status}{why}). This is on the provider's side; "
+                "try again in a few minutes.",
+                provider=self.provider,
+                status=status,
+                maybe_created=not idempotent,
+            )
+        if status in (401, 403):
+            return rejected_key_error(self.title, self.key_name, self.provider, status, detail)
+        error_type = NotFound if status == 404 else ApiError
+        return error_type(
+            f"{self.title} refused {where} (HTTP {status}{why}).",
+            provider=self.provider,
+            status=status,
+            body=parsed,
+            detail=detail,
+        )
 
     def _redact(self, text: str) -> str:
         return text.replace(self._key, _REDACTED) if self._key in text else text
