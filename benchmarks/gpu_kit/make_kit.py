@@ -230,6 +230,11 @@ def _matches(wheel: Path, requirement: str) -> bool:
     return normalise(wheel.name).startswith(normalise(f"{name}-{version}") + "-")
 
 
+def _shown(path: Path) -> str:
+    """A load as a call names it: relative to the checkout (carry takes only such paths)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else f"{path} (outside the checkout: cannot travel)"
+
+
 def calls_text(loads: list[Path], total: int, cublas: str) -> str:
     sizes = ", ".join(f"{(load / 'kit.tar.part').stat().st_size / MIB:.1f}" for load in loads)
     lines = [
@@ -240,11 +245,11 @@ def calls_text(loads: list[Path], total: int, cublas: str) -> str:
     ]
     for number, load in enumerate(loads, 1):
         last = number == len(loads)
-        command = f"bash benchmarks/gpu_kit/device.sh receive {load.relative_to(ROOT)}"
+        command = f"bash benchmarks/gpu_kit/device.sh receive {_shown(load)}"
         if last:
             command += " && bash benchmarks/gpu_kit/device.sh run"
         timeout = 420 if last else 90
-        lines.append(f"call {number}: carry [{load.relative_to(ROOT)}], timeout_s {timeout}:")
+        lines.append(f"call {number}: carry [{_shown(load)}], timeout_s {timeout}:")
         lines.append(f"  {command}")
     return "\n".join(lines) + "\n"
 
