@@ -20,7 +20,7 @@ def test_word_and_csv_exports_open_in_libreoffice(tmp_path: Path) -> None:
 
     soffice = shutil.which("soffice")
     assert soffice is not None, "LibreOffice is installed by `make system-deps` (libreoffice-writer/calc-nogui)"
-    written = save.export(with_tricky_text(), tmp_path, "talk", ["docx", "csv"])
+    written = save.save_transcript(with_tricky_text(), tmp_path, "talk", ["docx", "csv"], record=None).written
     # The CSV as Calc's import dialog takes it: comma-separated, quoted with ", UTF-8 (76, as the dialog
     # detects from the byte-order mark; without a dialog Calc would assume the system's 8-bit charset).
     for path, target, infilter in (

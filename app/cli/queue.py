@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.common import (
-    ProgressBar,
     add_job_options,
     formats,
     job_options_from_args,
     resolve_data_dir,
     set_aside_text,
 )
+from app.cli.progress import ProgressBar
 from app.core.errors import ExitCode
 from app.core.transcript.formats import DEFAULT_FORMATS
 
@@ -95,17 +95,9 @@ def cmd_queue(args: argparse.Namespace) -> int:
             store.move(args.job_id, args.offset)
             return ExitCode.OK
         if args.queue_command == "export":
-            from app.core.transcript.save import save_transcript
+            from app.core.queue.exports import export_job
 
-            job = store.get(args.job_id)
-            saved = save_transcript(
-                store.load_transcript(job.id),
-                args.output_dir,
-                job.source.stem,
-                args.formats,
-                record=store,
-                protect=(job.source,),
-            )
+            saved = export_job(store, args.job_id, args.output_dir, args.formats)
             for path in saved.written:
                 print(path)
             for line in saved.lines:

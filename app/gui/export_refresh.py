@@ -4,12 +4,11 @@ those files written again from the edited transcript, a moment after the editing
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.core.queue.exports import refresh_exports
 from app.core.queue.jobs import JobNotFoundError, JobStateError, JobStore
-from app.core.transcript.save import export_each, unchanged_since_written
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +41,9 @@ class ExportRefresher(QObject):
 
     def _refresh(self, job_id: int) -> None:
         try:
-            job = self.store.get(job_id)
-            if not job.exported:
-                return
-            transcript = self.store.load_transcript(job_id)
+            saved = refresh_exports(self.store, job_id)
         except (JobNotFoundError, JobStateError, OSError, ValueError) as error:
             log.warning("exports of job %s not refreshed: %s", job_id, error)
             return
-        first = Path(job.exported[0])
-        formats = tuple(dict.fromkeys(Path(path).suffix.lstrip(".") for path in job.exported))
-        # A file changed by hand since Scriba wrote it is kept; the edited transcript goes beside it (NAME-2).
-        result = export_each(
-            transcript,
-            first.parent,
-            first.stem,
-            formats,
-            may_replace=unchanged_since_written(self.store),
-            record=self.store,
-        )
-        if result.written:
-            self.store.set_exported(job_id, list(result.written))
-        self.refreshed.emit(result.summary())
+        if saved is not None:
+            self.refreshed.emit(saved.summary())

@@ -35,12 +35,13 @@ from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
 from app.core.gpu.gpustats import GpuStatsSampler
+from app.core.queue.exports import export_job
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
 from app.core.queue.trash import Trash
 from app.core.queue.worker import EngineProcess, JobEvent
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
 from app.core.transcript.document import Transcript
-from app.core.transcript.save import ExportResult, export_each, unchanged_since_written
+from app.core.transcript.save import SavedTranscript
 from app.gui.about import about_text
 from app.gui.bridge import WorkerBridge
 from app.gui.desktop_notice import DesktopNotifier
@@ -661,18 +662,9 @@ class MainWindow(QMainWindow):
         """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
         return remember_speaker(self, speaker, name)
 
-    def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> ExportResult:
+    def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> SavedTranscript:
         """Each format on its own; a file there that Scriba did not write as it is now is kept (new name)."""
-        job = self.store.get(job_id)
-        transcript = self.store.load_transcript(job_id)
-        return export_each(
-            transcript,
-            directory,
-            job.source.stem,
-            tuple(formats),
-            may_replace=unchanged_since_written(self.store),
-            record=self.store,
-        )
+        return export_job(self.store, job_id, directory, formats)
 
     def choose_export(self, formats: tuple[str, ...] | None = None) -> None:
         job_id = self.selected_job_id()
@@ -692,7 +684,7 @@ class MainWindow(QMainWindow):
         except (OSError, ValueError, JobStateError) as error:
             show_error(self, "Export failed", f"Could not export to {folder}: {error}")
             return
-        if result.failures:
+        if result.failed:
             show_error(self, "Export failed", result.summary())
             return
         self.statusBar().showMessage(result.summary()[:1].upper() + result.summary()[1:], 8000)

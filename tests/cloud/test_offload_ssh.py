@@ -449,6 +449,39 @@ def test_offload_run_keeps_hand_edited_exports_and_the_recordings_as_transcribe_
     assert "Traceback" not in first.stderr + second.stderr + local.stderr
 
 
+def test_queue_jobs_offloaded_are_exported_as_the_local_worker_exports_them(
+    sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], espeak: str
+) -> None:
+    """Queue jobs offloaded (the window's Offload…, one host or a batch of rented machines) were marked done with
+    no exports at all, though their output folder was set; they now export as a job done here does, keeping a
+    file edited by hand."""
+    from dataclasses import replace
+
+    from app.cloud.offload.queue_offload import QueueOffload
+    from app.core.queue.jobs import JobState, JobStore
+    from tests import synth
+
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    memo = synth.write_wav(folder / "memo.wav", synth.conversation([(2, "Remember to buy milk.")])[0])
+    out = tmp_path / "exports"
+    out.mkdir()
+    corrected = "Remember to buy oat milk. (corrected by hand)\n"
+    (out / "memo.txt").write_text(corrected)
+    store = JobStore(tmp_path / "data")
+    job = store.add(memo, replace(OPTIONS, diarize=False, output_dir=str(out)))
+
+    result = QueueOffload(store, [job.id], lambda: _offload(sshd, tmp_path, remote_env)).run()
+    assert result is not None and not result.failures
+    done = store.get(job.id)
+    assert done.state is JobState.DONE and not done.exports_pending
+    assert (out / "memo.txt").read_text() == corrected
+    assert "milk" in (out / "memo-2.txt").read_text().lower() and (out / "memo-2.json").exists()
+    assert [Path(path).name for path in done.exported] == ["memo-2.txt", "memo-2.json"]
+    assert done.note is not None and done.note.startswith("transcribed on your GPU (ssh); exported memo-2.txt")
+    assert f"memo.* in {out} were not written by Scriba as they are now (edited by hand?): kept them" in done.note
+
+
 @pytest.fixture()
 def memo(tmp_path: Path, espeak: str) -> Path:
     from tests import synth

@@ -131,7 +131,9 @@ def test_rename_speaker_changes_every_line_and_every_format() -> None:
 
 
 def test_export_writes_every_format_atomically(tmp_path: Path) -> None:
-    paths = save.export(make_transcript(), tmp_path / "out", "talk", ["txt", "srt", "vtt", "json"])
+    paths = save.save_transcript(
+        make_transcript(), tmp_path / "out", "talk", ["txt", "srt", "vtt", "json"], record=None
+    ).written
     assert [p.name for p in paths] == ["talk.txt", "talk.srt", "talk.vtt", "talk.json"]
     assert sorted(os.listdir(tmp_path / "out")) == ["talk.json", "talk.srt", "talk.txt", "talk.vtt"]
 
@@ -160,15 +162,15 @@ def test_unknown_format() -> None:
 EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
-from app.core.transcript.save import export_each
+from app.core.transcript.save import save_transcript
 from tests.core.test_export import make_transcript
 
 limit = int(sys.argv[2])
 # The file system refuses to grow any file past the limit (EFBIG), as a full or quota-limited disk refuses to
 # grow it at all: Python ignores SIGXFSZ, so the write fails with an OSError.
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-result = export_each(make_transcript(), Path(sys.argv[1]), "talk", ["txt", "json", "srt", "vtt"])
-print(json.dumps({"written": [p.name for p in result.written], "failed": sorted(result.failures),
+result = save_transcript(make_transcript(), Path(sys.argv[1]), "talk", ["txt", "json", "srt", "vtt"], record=None)
+print(json.dumps({"written": [p.name for p in result.written], "failed": sorted(result.lost),
                   "summary": result.summary()}))
 """
 
@@ -202,13 +204,10 @@ def test_a_renderer_that_raises_costs_only_its_format(tmp_path: Path, monkeypatc
         raise RuntimeError("a bug in the srt cue splitter")
 
     monkeypatch.setitem(formats.RENDERERS, "srt", broken)
-    result = save.export_each(make_transcript(), tmp_path, "talk", ["srt", "txt", "json"])
+    result = save.save_transcript(make_transcript(), tmp_path, "talk", ["srt", "txt", "json"], record=None)
     assert [path.name for path in result.written] == ["talk.txt", "talk.json"]
-    assert list(result.failures) == ["srt"]
+    assert list(result.result.failures) == ["srt"] and result.failed and result.lost == ("srt",)
     assert "srt not written (RuntimeError: a bug in the srt cue splitter)" in result.summary()
-    with pytest.raises(RuntimeError, match="cue splitter"):  # the strict form still raises, after the others
-        save.export(make_transcript(), tmp_path / "strict", "talk", ["srt", "txt"])
-    assert os.listdir(tmp_path / "strict") == ["talk.txt"]
 
 
 def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
@@ -218,25 +217,24 @@ def test_a_file_edited_by_hand_is_never_overwritten(tmp_path: Path) -> None:
 
     record = JobStore(tmp_path / "data")
     out = tmp_path / "out"
-    may_replace = save.unchanged_since_written(record)
-    first = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
-    again = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
-    assert again.stem == "talk" and not again.renamed and again.written == first.written  # its own: replaced
+    first = save.save_transcript(make_transcript(), out, "talk", ["txt", "srt"], record=record)
+    again = save.save_transcript(make_transcript(), out, "talk", ["txt", "srt"], record=record)
+    assert again.result.stem == "talk" and not again.renamed and again.written == first.written  # its own: replaced
 
     (out / "talk.txt").write_text("Corrected by hand: Dr. Okafor said it, not SPEAKER_01.\n")
-    third = save.export_each(make_transcript(), out, "talk", ["txt", "srt"], may_replace=may_replace, record=record)
-    assert third.renamed and third.stem == "talk-2"
+    third = save.save_transcript(make_transcript(), out, "talk", ["txt", "srt"], record=record)
+    assert third.renamed and third.result.stem == "talk-2"
     assert [path.name for path in third.written] == ["talk-2.txt", "talk-2.srt"]
     assert (out / "talk.txt").read_text().startswith("Corrected by hand")
-    assert "talk.* there already exist and were not written by Scriba" in third.summary()
-    assert "wrote talk-2.* instead" in third.summary()
+    kept = f"talk.* in {out} were not written by Scriba as they are now (edited by hand?): kept them, wrote talk-2.*"
+    assert kept in third.summary() and third.lines == (f"note: {kept} instead",)
 
     (out / "notes.txt").write_text("someone else's file\n")  # never written by Scriba at all
-    foreign = save.export_each(make_transcript(), out, "notes", ["txt"], may_replace=may_replace, record=record)
-    assert foreign.stem == "notes-2" and (out / "notes.txt").read_text() == "someone else's file\n"
-    # Without a record nothing existing is replaced; without a test (the old call) everything is.
-    blind = save.export_each(make_transcript(), out, "talk", ["txt"], may_replace=save.unchanged_since_written(None))
-    assert blind.stem == "talk-3"
+    foreign = save.save_transcript(make_transcript(), out, "notes", ["txt"], record=record)
+    assert foreign.result.stem == "notes-2" and (out / "notes.txt").read_text() == "someone else's file\n"
+    # Without a record nothing existing is replaced, not even Scriba's own unchanged files.
+    blind = save.save_transcript(make_transcript(), out, "talk", ["txt"], record=None)
+    assert blind.result.stem == "talk-3"
 
 
 def test_one_way_to_number_a_name_in_use() -> None:

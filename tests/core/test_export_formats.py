@@ -92,7 +92,9 @@ def test_word_document_has_title_times_speakers_and_text() -> None:
 
 
 def test_qda_text_opens_each_paragraph_with_a_timestamp_and_the_speaker(tmp_path: Path) -> None:
-    written = save.export(make_transcript(), tmp_path, "interview", ["qda", "docx", "csv"])
+    written = save.save_transcript(
+        make_transcript(), tmp_path, "interview", ["qda", "docx", "csv"], record=None
+    ).written
     assert [path.name for path in written] == ["interview.qda.txt", "interview.docx", "interview.csv"]
     text = written[0].read_text(encoding="utf-8")
     paragraphs = text.rstrip("\n").split("\n\n")
@@ -124,13 +126,16 @@ def test_exports_get_the_users_usual_permissions_and_voiceprints_stay_private(tm
     import stat
 
     from app.core.files import write_atomic
+    from app.core.queue.jobs import JobStore
 
+    record = JobStore(tmp_path / "data")
     old = os.umask(0o022)
     try:
-        (written,) = save.export(make_transcript(), tmp_path, "talk", ["txt"])
+        (written,) = save.save_transcript(make_transcript(), tmp_path, "talk", ["txt"], record=record).written
         assert stat.S_IMODE(written.stat().st_mode) == 0o644
         written.chmod(0o600)  # the user made it private: a new export over it keeps that
-        save.export(make_transcript(), tmp_path, "talk", ["txt"])
+        again = save.save_transcript(make_transcript(), tmp_path, "talk", ["txt"], record=record)
+        assert again.written == (written,)
         assert stat.S_IMODE(written.stat().st_mode) == 0o600
         write_atomic(tmp_path / "speakers.json", "{}", private=True)
         assert stat.S_IMODE((tmp_path / "speakers.json").stat().st_mode) == 0o600

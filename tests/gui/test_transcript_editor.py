@@ -228,7 +228,7 @@ def test_typed_corrections_keep_word_timings_undo_and_survive_a_restart_into_eve
     text = again.transcript_view.editor.toPlainText()
     assert "Greetings" in text and text.rstrip().endswith("Goodbye")
     result = again.export_job(job.id, tmp_path / "out", ("txt", "srt", "vtt", "json"))
-    assert not result.failures and len(result.written) == 4
+    assert not result.failed and len(result.written) == 4
     for path in result.written:
         exported = path.read_text()
         assert "Greetings" in exported and "Goodbye" in exported, path.name

@@ -189,7 +189,7 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
     view.commit_pending()
 
     result = window.export_job(job.id, tmp_path / "out", ("txt", "srt", "vtt", "json"))
-    assert not result.failures and len(result.written) == 4
+    assert not result.failed and len(result.written) == 4
     for path in result.written:
         text = path.read_text()
         assert "Interviewer" in text and speaker not in text, path.name

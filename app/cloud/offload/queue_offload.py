@@ -19,6 +19,7 @@ from dataclasses import replace
 from app.cloud.offload.base import OffloadCancelled, OffloadEvent, OffloadLike, OffloadResult
 from app.cloud.offload.results import forget_stored
 from app.core.cancel import CancelToken
+from app.core.queue.exports import auto_export
 from app.core.queue.jobs import Job, JobOptions, JobStore
 
 log = logging.getLogger(__name__)
@@ -94,10 +95,16 @@ class QueueOffload:
             self._finished.set()
         for index, job in enumerate(jobs):
             if index in result.transcripts:
-                self.store.finish(job.id, result.transcripts[index], result.speeds.get(index))
+                transcript = result.transcripts[index]
+                self.store.finish(
+                    job.id, transcript, result.speeds.get(index), exports_pending=bool(job.options.output_dir)
+                )
                 if index in result.stored:  # the queue holds it now
                     forget_stored(result.stored[index])
-                self.store.set_note(job.id, f"transcribed on {offload.offer.gpu} ({offload.provider.name})")
+                # Exported as a job done here is: its output folder, what may be replaced, what was kept.
+                exported = auto_export(self.store, job, transcript)
+                where = f"transcribed on {offload.offer.gpu} ({offload.provider.name})"
+                self.store.set_note(job.id, f"{where}; {exported}" if exported else where)
             else:
                 reason = result.failures.get(index, f"{job.source.name}: the remote run gave no transcript")
                 self.store.fail(job.id, reason)

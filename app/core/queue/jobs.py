@@ -51,6 +51,16 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 3
 DATABASE_NAME = "queue.sqlite3"
 
+# What a full or read-only disk raises: from SQLite (the queue) and from the file system (transcripts).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
+
+
+def storage_reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
 # A worker on another machine (a data directory on a network share) cannot be checked by pid; its job is
 # considered abandoned once it has not reported for this long.
 STALE_AFTER_SECONDS = 120.0

@@ -23,7 +23,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import sqlite3
 import threading
 import time
 import traceback
@@ -36,7 +35,8 @@ from typing import Any, Literal, TextIO
 from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
 from app.core.errors import CancelledError, ScribaError
-from app.core.queue.jobs import Job, JobOptions, JobState, JobStore
+from app.core.queue.exports import auto_export
+from app.core.queue.jobs import STORAGE_ERRORS, Job, JobOptions, JobState, JobStore, storage_reason
 from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
@@ -301,9 +301,6 @@ EventKind = Literal[
     "started", "progress", "done", "failed", "cancelled", "requeued", "recovered", "idle", "waiting", "error"
 ]
 
-# What a full or read-only disk raises: from SQLite (the queue) and from the file system (transcripts).
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error)
-
 
 class QueueStorageError(ScribaError):
     """The queue's folder refused a write (disk full, read-only, I/O error): the worker cannot go on."""
@@ -312,12 +309,6 @@ class QueueStorageError(ScribaError):
         self.directory = directory
         self.cause = error
         super().__init__(f"the queue folder {directory} cannot be written ({storage_reason(error)}): {consequence}")
-
-
-def storage_reason(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return str(error) or type(error).__name__
 
 
 class QueueLock:
@@ -692,68 +683,10 @@ class QueueWorker:
             )
 
     def _export(self, job: Job, transcript: Transcript) -> str | None:
-        """Auto-export, each format on its own: one that fails costs only itself, and the note says which and
-        why. Files this job wrote before (a retry) are replaced while unchanged; any other file is kept. Each file
-        is added to the job's own the moment it is written, and the job's exports are marked finished at the end:
-        a kill in between leaves them for :meth:`_finish_cut_off_exports`."""
-        if not job.options.output_dir:
-            return None
-        try:
-            return self._export_to(job, transcript, Path(job.options.output_dir).expanduser())
-        finally:
-            try:
-                self.store.exports_finished(job.id)
-            except STORAGE_ERRORS as error:  # finished again at the next start: the same files, replaced
-                log.warning("exports of job %s not marked finished: %s", job.id, storage_reason(error))
-
-    def _export_to(self, job: Job, transcript: Transcript, directory: Path) -> str | None:
-        from app.core.transcript.save import save_transcript
-
-        own = set(map(Path, job.exported))
-        try:
-            result = save_transcript(
-                transcript,
-                directory,
-                job.source.stem,
-                job.options.formats,
-                record=_JobExports(self.store, job.id),
-                may_replace=own.__contains__,
-                protect=(job.source,),
-            ).result
-        except Exception as error:  # save_transcript reports per format; this is a bug, still not the job's end
-            log.exception("export of job %s failed", job.id)
-            note = f"transcribed, but the exports could not be written to {directory}: {error}"
-            self._store_note(job, note)
-            return note
-        note = result.summary()
-        if result.failures and not result.written:
-            note = f"transcribed, but the exports could not be written: {note}"
-        try:
-            if result.written:
-                self.store.set_exported(job.id, list(result.written))
-        except STORAGE_ERRORS as error:
-            log.warning("exports of job %s not recorded: %s", job.id, storage_reason(error))
-        if result.failures or result.renamed:
-            self._store_note(job, note)
-        return note
+        return auto_export(self.store, job, transcript)
 
     def _store_note(self, job: Job, note: str) -> None:
         try:
             self.store.set_note(job.id, note)
         except STORAGE_ERRORS as error:
             log.warning("note of job %s not stored: %s", job.id, storage_reason(error))
-
-
-class _JobExports:
-    """The queue's export record, which also adds each file to the job's own as it is written."""
-
-    def __init__(self, store: JobStore, job_id: int) -> None:
-        self.store = store
-        self.job_id = job_id
-
-    def exported_sha256(self, path: Path) -> str | None:
-        return self.store.exported_sha256(path)
-
-    def record_export(self, path: Path, sha256: str) -> None:
-        self.store.record_export(path, sha256)
-        self.store.add_exported(self.job_id, path)

@@ -23,6 +23,15 @@ def filename(stem: str, fmt: str) -> str:
     return f"{stem}{SUFFIXES.get(fmt, '.' + fmt)}"
 
 
+def stem_and_format(name: str) -> tuple[str, str] | None:
+    """An export's file name split into its stem and format (talk.qda.txt: talk, qda); None for another name."""
+    for fmt in sorted(FORMATS, key=lambda fmt: -len(filename("", fmt))):  # .qda.txt before .txt
+        suffix = filename("", fmt)
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], fmt
+    return None
+
+
 # Subtitle cues longer than this are split at word boundaries: players show a cue as one block of text.
 MAX_CUE_SECONDS = 7.0
 MAX_CUE_CHARS = 84

@@ -24,21 +24,6 @@ class ExportRecord(Protocol):
     def record_export(self, path: Path, sha256: str) -> None: ...
 
 
-def unchanged_since_written(record: ExportRecord | None) -> Callable[[Path], bool]:
-    """A ``may_replace`` test: the file is one Scriba wrote and nobody changed since (no record: nothing is)."""
-
-    def may_replace(path: Path) -> bool:
-        if record is None:
-            return False
-        try:
-            recorded = record.exported_sha256(path)
-        except Exception:  # an unreadable record must cost a new file name, never a user's file
-            return False
-        return recorded is not None and recorded == file_sha256(path)
-
-    return may_replace
-
-
 def first_free_stem(stem: str, taken: Callable[[str], bool]) -> str:
     """``stem``, or ``stem-2``, ``stem-3`` …: the first that is not ``taken``. The one way Scriba numbers a name
     that is in use (exports, two inputs of one name, a saved dictation)."""
@@ -48,21 +33,10 @@ def first_free_stem(stem: str, taken: Callable[[str], bool]) -> str:
     return candidate
 
 
-def unique_stem(directory: Path, stem: str, formats: Iterable[str], may_replace: Callable[[Path], bool]) -> str:
-    """The first free stem whose files (one per format) either do not exist or may be replaced. One name for all
-    formats, so a transcript's txt, srt … stay together."""
-    formats = tuple(formats)
-    return first_free_stem(
-        stem,
-        lambda candidate: any(
-            (directory / filename(candidate, fmt)).exists() and not may_replace(directory / filename(candidate, fmt))
-            for fmt in formats
-        ),
-    )
-
-
 @dataclass(frozen=True)
 class ExportResult:
+    """What was written to one folder."""
+
     directory: Path
     stem: str  # the name used
     requested_stem: str  # the name asked for; differs when a file there was kept (edited by hand, not ours)
@@ -73,20 +47,6 @@ class ExportResult:
     def renamed(self) -> bool:
         return self.stem != self.requested_stem
 
-    def summary(self) -> str:
-        """One line for the user: what was written where, what was kept, what failed and why."""
-        parts = []
-        if self.written:
-            parts.append(f"exported {', '.join(path.name for path in self.written)} to {self.directory}")
-        if self.renamed:
-            parts.append(
-                f"{self.requested_stem}.* there already exist and were not written by Scriba as they are now "
-                f"(edited by hand?): kept them, wrote {self.stem}.* instead"
-            )
-        for fmt, error in self.failures.items():
-            parts.append(f"{fmt} not written ({describe_write_error(error)})")
-        return "; ".join(parts)
-
 
 def describe_write_error(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
@@ -95,74 +55,23 @@ def describe_write_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
 
 
-def export_each(
-    transcript: Transcript,
-    directory: Path,
-    stem: str,
-    formats: Iterable[str],
-    *,
-    may_replace: Callable[[Path], bool] | None = None,
-    record: ExportRecord | None = None,
-) -> ExportResult:
-    """Write ``directory/stem.fmt`` for every format, each on its own: one that fails (a renderer's bug, a full
-    disk, a file too large) costs that format only, and says why.
-
-    ``may_replace``: which existing files may be overwritten (None: any, the old behaviour); when one may not,
-    every format goes to the next free ``stem-N``. ``record``: told the hash of every file written."""
-    formats = tuple(dict.fromkeys(formats))
-    failures: dict[str, BaseException] = {}
-    written: list[Path] = []
-    chosen = stem
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if may_replace is not None:
-            chosen = unique_stem(directory, stem, formats, may_replace)
-    except OSError as error:
-        return ExportResult(directory, stem, stem, (), dict.fromkeys(formats, error))
-    for fmt in formats:
-        target = directory / filename(chosen, fmt)
-        try:
-            text = render(transcript, fmt)
-            write_atomic(target, text)
-        except Exception as error:  # independent formats: the others are still written
-            failures[fmt] = error
-            continue
-        written.append(target)
-        if record is not None:
-            with contextlib.suppress(Exception):  # the file is written; forgetting it only costs a new name later
-                record.record_export(target, sha256_text(text))
-    return ExportResult(directory, chosen, stem, tuple(written), failures)
-
-
-def export(
-    transcript: Transcript,
-    directory: Path,
-    stem: str,
-    formats: tuple[str, ...] | list[str],
-    *,
-    may_replace: Callable[[Path], bool] | None = None,
-    record: ExportRecord | None = None,
-) -> list[Path]:
-    """:func:`export_each` for callers that want an error: raises the first format's failure (after every
-    other format was still written)."""
-    result = export_each(transcript, directory, stem, formats, may_replace=may_replace, record=record)
-    for error in result.failures.values():
-        raise error
-    return list(result.written)
-
-
 @dataclass(frozen=True)
 class SavedTranscript:
     """What :func:`save_transcript` did: the export to the folder asked for, what went to the fallback folder
-    instead, and the lines to tell the user ("note: …" for a file kept, "error: …" for a folder refused)."""
+    instead, why the name changed (a file there was kept) and why a format was not written there."""
 
     result: ExportResult
     kept: ExportResult | None
-    lines: tuple[str, ...]
+    kept_note: str | None  # "… kept them, wrote talk-2.* instead"
+    error_note: str | None  # "could not write to … (txt: …); the transcript was kept in …"
 
     @property
     def written(self) -> tuple[Path, ...]:
         return self.result.written + (self.kept.written if self.kept is not None else ())
+
+    @property
+    def renamed(self) -> bool:
+        return self.result.renamed
 
     @property
     def failed(self) -> bool:
@@ -175,6 +84,28 @@ class SavedTranscript:
         if self.kept is None:
             return tuple(self.result.failures)
         return tuple(fmt for fmt in self.result.failures if fmt in self.kept.failures)
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """For a terminal: "note: …" for a file kept, "error: …" for a folder that refused a format."""
+        return tuple(
+            [f"note: {self.kept_note}"] * (self.kept_note is not None)
+            + [f"error: {self.error_note}"] * (self.error_note is not None)
+        )
+
+    def summary(self) -> str:
+        """One line for the window or a job's note: what was written where, what was kept, what failed and why."""
+        result = self.result
+        parts = []
+        if result.written:
+            parts.append(f"exported {', '.join(path.name for path in result.written)} to {result.directory}")
+        if self.kept_note is not None:
+            parts.append(self.kept_note)
+        if self.error_note is not None and self.kept is not None:
+            parts.append(self.error_note)
+        else:
+            parts += [f"{fmt} not written ({describe_write_error(error)})" for fmt, error in result.failures.items()]
+        return "; ".join(parts)
 
 
 def _same_file(path: Path, other: Path) -> bool:
@@ -191,29 +122,33 @@ def save_transcript(
     formats: Iterable[str],
     *,
     record: ExportRecord | None,
-    may_replace: Callable[[Path], bool] | None = None,
     protect: Iterable[Path] = (),
     fallback: Path | None = None,
 ) -> SavedTranscript:
-    """The one way a finished transcript becomes files (`scriba transcribe`, the queue's auto-export, `offload run`).
+    """The one way a transcript becomes files (`scriba transcribe`, `offload run` and its batches, the queue's
+    auto-export and `queue export`, the window's Export… and its refresh after an edit).
 
     Naming: ``stem.fmt`` for every format, or the first free ``stem-N`` for all of them when one of those files may
-    not be replaced. Replaced only: a file Scriba wrote and nobody changed since (``record``; ``may_replace``
-    narrows that further, e.g. to one job's own files), never one edited by hand, never a file that is not
-    Scriba's, and never ``protect`` (the recordings themselves, whatever their names). Every file is written
-    atomically. Formats the folder refuses go to ``fallback`` (the data folder's ``unsaved-exports``), so that a
-    finished transcript is never thrown away."""
+    not be replaced. Replaced only: a file ``record`` says Scriba wrote, holding exactly what Scriba wrote (an edit
+    in Scriba's own editor is Scriba's write; a file changed by hand outside is kept), never a file that is not
+    Scriba's (no record: nothing is replaced), and never ``protect`` (the recordings themselves, whatever their
+    names). Every file is written atomically and each format on its own: one that fails costs only itself. Formats
+    the folder refuses go to ``fallback`` (the data folder's ``unsaved-exports``), so that a finished transcript is
+    never thrown away."""
     formats = tuple(dict.fromkeys(formats))
     protected = tuple(Path(path) for path in protect)
-    unchanged = unchanged_since_written(record)
 
     def replaceable(path: Path) -> bool:
-        if any(_same_file(path, kept) for kept in protected):
+        if record is None or any(_same_file(path, kept) for kept in protected):
             return False
-        return unchanged(path) and (may_replace is None or may_replace(path))
+        try:
+            recorded = record.exported_sha256(path)
+        except Exception:  # an unreadable record must cost a new file name, never a user's file
+            return False
+        return recorded is not None and recorded == file_sha256(path)
 
-    result = export_each(transcript, directory, stem, formats, may_replace=replaceable, record=record)
-    lines: list[str] = []
+    result = _write_each(transcript, directory, stem, formats, replaceable, record)
+    kept_note: str | None = None
     if result.renamed:
         inputs = [
             path
@@ -222,26 +157,64 @@ def save_transcript(
             and any(_same_file(path, kept) for kept in protected)
         ]
         if inputs:
-            lines.append(f"note: {inputs[0]} is a recording being transcribed: kept it, wrote {result.stem}.* instead")
+            kept_note = f"{inputs[0]} is a recording being transcribed: kept it, wrote {result.stem}.* instead"
         else:
-            lines.append(
-                f"note: {result.requested_stem}.* in {directory} were not written by Scriba as they are now "
+            kept_note = (
+                f"{result.requested_stem}.* in {directory} were not written by Scriba as they are now "
                 f"(edited by hand?): kept them, wrote {result.stem}.* instead"
             )
     kept: ExportResult | None = None
+    error_note: str | None = None
     if result.failures:
         reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
         where = ""
         if fallback is not None:
-            kept = export_each(
-                transcript, fallback, result.stem, tuple(result.failures), may_replace=replaceable, record=record
-            )
+            kept = _write_each(transcript, fallback, result.stem, tuple(result.failures), replaceable, record)
             if kept.written:
                 where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
             if kept.failures:
-                where += f"; it could not be kept in {fallback} either ({kept.summary()})"
-        lines.append(f"error: could not write to {directory} ({reasons}){where}")
-    return SavedTranscript(result, kept, tuple(lines))
+                lost = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in kept.failures.items())
+                where += f"; it could not be kept in {fallback} either ({lost})"
+        error_note = f"could not write to {directory} ({reasons}){where}"
+    return SavedTranscript(result, kept, kept_note, error_note)
+
+
+def _write_each(
+    transcript: Transcript,
+    directory: Path,
+    stem: str,
+    formats: tuple[str, ...],
+    replaceable: Callable[[Path], bool],
+    record: ExportRecord | None,
+) -> ExportResult:
+    """``directory/stem.fmt`` for every format (all under the first free ``stem-N`` when one of them may not be
+    replaced), each on its own: one that fails (a renderer's bug, a full disk, a file too large) costs that
+    format only, and says why. ``record`` is told the hash of every file written."""
+    failures: dict[str, BaseException] = {}
+    written: list[Path] = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        chosen = first_free_stem(
+            stem,
+            lambda candidate: any(
+                (path := directory / filename(candidate, fmt)).exists() and not replaceable(path) for fmt in formats
+            ),
+        )
+    except OSError as error:
+        return ExportResult(directory, stem, stem, (), dict.fromkeys(formats, error))
+    for fmt in formats:
+        target = directory / filename(chosen, fmt)
+        try:
+            text = render(transcript, fmt)
+            write_atomic(target, text)
+        except Exception as error:  # independent formats: the others are still written
+            failures[fmt] = error
+            continue
+        written.append(target)
+        if record is not None:
+            with contextlib.suppress(Exception):  # the file is written; forgetting it only costs a new name later
+                record.record_export(target, sha256_text(text))
+    return ExportResult(directory, chosen, stem, tuple(written), failures)
 
 
 def stray_temporaries(directory: Path, stem: str, formats: Iterable[str]) -> list[Path]:
