@@ -93,6 +93,14 @@ def load_decoder(options: DictationOptions, model: str | None = None) -> Whisper
     )
 
 
+def load_warm_decoder(options: DictationOptions, model: str | None = None) -> WhisperDecoder:
+    """:func:`load_decoder`, then one decode of silence: the first decode of a fresh model costs several times a
+    normal one (CTranslate2 allocates its buffers), so it is spent here, not on the first partial."""
+    decoder = load_decoder(options, model)
+    decoder.decode(np.zeros(SAMPLE_RATE, dtype=np.float32), final=True, prompt=None)
+    return decoder
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Voice activity
 

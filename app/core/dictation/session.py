@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-from app.core.dictation.decoding import Decoder, StreamingVad, load_decoder
+from app.core.dictation.decoding import Decoder, StreamingVad, load_warm_decoder
 from app.core.dictation.sources import AudioSource
 from app.core.dictation.stream import DictationEvent, DictationOptions, DictationStats, DictationStream, EventCallback
 from app.core.engine.audio import SAMPLE_RATE
@@ -109,6 +109,17 @@ class Dictation:
     def final_words(self) -> list[Word]:
         return self._stream.final_words if self._stream is not None else []
 
+    @property
+    def source_ended(self) -> bool:
+        """The source has no more audio (the end of a file); a microphone never ends by itself."""
+        return self._source_ended.is_set()
+
+    @property
+    def failed(self) -> bool:
+        """The worker stopped before stop() was asked for (a decode failed): stop() re-raises its error."""
+        worker = self._worker
+        return worker is not None and not worker.is_alive() and not self._stopped
+
     def recording(self) -> np.ndarray:
         """Everything received so far, 16 kHz mono float32 (empty when ``keep_audio`` is off)."""
         with self._recording_lock:
@@ -119,14 +130,10 @@ class Dictation:
     def load(self) -> None:
         """Load the model and the VAD (seconds for a large model): call it early to start without a wait."""
         if self.decoder is None:
-            self.decoder = load_decoder(self.options)
-            # The first decode of a fresh model costs several times a normal one (CTranslate2 allocates its
-            # buffers): spend it here, not on the first partial.
-            self.decoder.decode(np.zeros(SAMPLE_RATE, dtype=np.float32), final=True, prompt=None)
+            self.decoder = load_warm_decoder(self.options)
         wanted = self.options.final_model
         if self.final_decoder is None and wanted and wanted != self.options.model:
-            self.final_decoder = load_decoder(self.options, wanted)
-            self.final_decoder.decode(np.zeros(SAMPLE_RATE, dtype=np.float32), final=True, prompt=None)
+            self.final_decoder = load_warm_decoder(self.options, wanted)
         if self._vad is None:
             self._vad = StreamingVad(self.options.vad_threshold, self.options.end_silence_s)
         if self._stream is None:
@@ -175,9 +182,8 @@ class Dictation:
         self.start()
         try:
             while not self._source_ended.wait(0.1):
-                worker = self._worker
-                if worker is None or not worker.is_alive():
-                    break  # the worker failed: stop() re-raises its error
+                if self.failed:
+                    break  # stop() re-raises the worker's error
         finally:
             self.stop()
         return self.text
