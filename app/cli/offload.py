@@ -243,8 +243,8 @@ def _choose_option(args: argparse.Namespace, options: Any) -> Any:
 
 def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
     from app.cloud.offload.launch import build_rented_offload
-    from app.cloud.pricing.report import format_duration
     from app.core.errors import MediaError, ScribaError
+    from app.core.transcript.times import format_duration
 
     try:
         option, refused = _choose_option(args, options)

@@ -58,10 +58,6 @@ def stage_text(stage: str) -> str:
     return STAGE_NAMES.get(stage, stage)
 
 
-def format_duration(seconds: float | None) -> str:
-    return "" if seconds is None else clock(seconds)
-
-
 class QueueModel(QAbstractTableModel):
     def __init__(self) -> None:
         super().__init__()
@@ -87,7 +83,7 @@ class QueueModel(QAbstractTableModel):
             if column == 0:
                 return job.source.name
             if column == 1:
-                return format_duration(job.duration)
+                return "" if job.duration is None else clock(job.duration)
             if column == 2:
                 if job.partial:
                     return "done — partial"
@@ -101,7 +97,7 @@ class QueueModel(QAbstractTableModel):
             if column == 4:
                 return f"{job.speed:.1f}x" if job.speed else ""
             if column == 5:
-                return format_duration(job.eta) if job.state is JobState.RUNNING and job.eta is not None else ""
+                return clock(job.eta) if job.state is JobState.RUNNING and job.eta is not None else ""
         if role == Qt.ItemDataRole.UserRole:
             return job.progress if column == PROGRESS_COLUMN else job.id
         if role == Qt.ItemDataRole.ToolTipRole:

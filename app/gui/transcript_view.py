@@ -37,7 +37,7 @@ from app.core.transcript.edit import (
     replace_all,
     split_paragraph,
 )
-from app.gui.queue_model import format_duration
+from app.core.transcript.times import clock
 from app.gui.speaker_timeline import SpeakerTimeline
 from app.gui.transcript_editor import TranscriptEditor
 
@@ -232,7 +232,7 @@ class TranscriptView(QWidget):
             name = "pyannote community-1" if transcript.diarization.backend == "pyannote" else "built-in diarizer"
             who = f"<br>Speakers by {name}: {html.escape(transcript.diarization.reason)}"
         self.title.setText(
-            f"<b>{html.escape(Path(transcript.source).name)}</b> — {format_duration(transcript.duration)}, "
+            f"<b>{html.escape(Path(transcript.source).name)}</b> — {clock(transcript.duration)}, "
             f"{transcript.language}, {transcript.model}{speakers}{who}"
         )
         self._show(transcript)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.cloud.pricing.estimate import Option, price_date_text
-from app.cloud.pricing.report import format_duration
 from app.cloud.pricing.spread import Spread
+from app.core.transcript.times import format_duration
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import Teardown

@@ -9,14 +9,12 @@ estimates get better the more the user runs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from typing import Any, Literal, cast, get_args
 
 from app.cloud.types import Billing, Offer
 from app.core.errors import ScribaError
+from app.core.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -247,17 +246,7 @@ def _speed_record(item: Any) -> SpeedRecord | None:
 
 
 def _write_json(path: Path, payload: Any) -> None:
-    """Written to a temporary file and renamed, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, indent=1)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomic(path, json.dumps(payload, indent=1))  # a crash never leaves half a file
 
 
 class MeasuredSpeeds:

@@ -6,17 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.cloud.pricing.estimate import Estimate, Option, price_date_text, within_budget
-
-
-def format_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
+from app.core.transcript.times import format_duration
 
 
 def _size(size_bytes: float) -> str:

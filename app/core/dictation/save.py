@@ -6,7 +6,6 @@ diarization (the retry transcribes the saved audio from the start, with the job'
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import numpy as np
 
 from app.core.dictation.stream import DictationEvent
 from app.core.engine.audio import SAMPLE_RATE
+from app.core.files import write_atomic_with
 from app.core.queue.jobs import Job, JobOptions, JobStore
 from app.core.transcript.document import Segment, Transcript
 from app.core.transcript.save import first_free_stem
@@ -63,9 +63,9 @@ def write_wav(path: Path, samples: np.ndarray) -> None:
     """16-bit PCM at 16 kHz, written to a temporary name and renamed: never a half-written recording."""
     import soundfile
 
-    partial = path.with_name(f".{path.name}.part")
-    soundfile.write(partial, np.clip(samples, -1.0, 1.0), SAMPLE_RATE, subtype="PCM_16", format="WAV")
-    os.replace(partial, path)
+    write_atomic_with(
+        path, lambda partial: soundfile.write(partial, np.clip(samples, -1.0, 1.0), SAMPLE_RATE, "PCM_16", format="WAV")
+    )
 
 
 def save_dictation(

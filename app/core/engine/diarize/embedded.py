@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.core.cancel import CancelToken
-from app.core.engine.diarize.base import ProgressCallback, SpeakerHints, Turn
+from app.core.engine.diarize.base import SpeakerHints, Turn
 from app.core.engine.diarize.bundled_models import (
     HOP_SAMPLES,
     SAMPLE_RATE,
@@ -47,6 +47,7 @@ from app.core.engine.diarize.bundled_models import (
     Segmentation,
     SpeakerEmbedding,
 )
+from app.core.progress import FractionProgress
 
 if TYPE_CHECKING:
     from app.core.engine.audio import Audio
@@ -175,7 +176,7 @@ class EmbeddedDiarizer:
         self,
         audio: Audio,
         hints: SpeakerHints,
-        progress: ProgressCallback | None = None,
+        progress: FractionProgress | None = None,
         cancel: CancelToken | None = None,
     ) -> tuple[Turn, ...]:
         options = self.options
@@ -745,7 +746,7 @@ def _speech_seconds(labels: np.ndarray, spans: np.ndarray) -> np.ndarray:
     return seconds
 
 
-def _scaled(progress: ProgressCallback | None, offset: float, share: float) -> ProgressCallback | None:
+def _scaled(progress: FractionProgress | None, offset: float, share: float) -> FractionProgress | None:
     if progress is None:
         return None
     return lambda fraction: progress(offset + share * min(1.0, max(0.0, fraction)))

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.cancel import CancelToken
-from app.core.engine.diarize.base import ProgressCallback, SpeakerHints, Turn
+from app.core.engine.diarize.base import SpeakerHints, Turn
 from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
 from app.core.errors import DiarizationError
+from app.core.progress import FractionProgress
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class PyannoteDiarizer:
         self,
         audio: Audio,
         hints: SpeakerHints,
-        progress: ProgressCallback | None = None,
+        progress: FractionProgress | None = None,
         cancel: CancelToken | None = None,
     ) -> tuple[Turn, ...]:
         import torch

@@ -17,7 +17,6 @@ import errno
 import fnmatch
 import shutil
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,6 +25,7 @@ from app.core.cancel import CancelToken
 from app.core.engine.hub_files import fetch_file
 from app.core.errors import ModelDownloadError, ModelNotFoundError
 from app.core.paths import models_dir
+from app.core.progress import DownloadProgress
 
 PYANNOTE_REPO = "pyannote/speaker-diarization-community-1"
 PYANNOTE_MODEL_NAME = "pyannote"  # the name in `scriba models download/list/remove`
@@ -60,8 +60,6 @@ _REQUIRED_FILES = (
 )
 # The repository also holds pictures and notebooks for the model card; only these are needed.
 _ALLOW = ("config.yaml", "*.bin", "*.npz", "*.yaml", "README.md", "LICENSE*")
-
-DownloadProgress = Callable[[int, int], None]  # bytes done, bytes in all
 
 
 def pipeline_dir(cache: Path | None = None) -> Path:
