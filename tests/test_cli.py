@@ -553,13 +553,13 @@ def test_a_stereo_file_with_one_channel_inverted_is_transcribed_as_the_mono_reco
 
 
 def test_a_speaker_library_from_a_newer_scriba_is_named_so_and_left_untouched(tmp_path: Path) -> None:
-    """Low item: a library written by a later version (format 2) was called "damaged"; it is not, and nothing may
+    """Low item: a library written by a later version (format 3) was called "damaged"; it is not, and nothing may
     rewrite it."""
     data = tmp_path / "data"
     data.mkdir()
     library = data / "speakers.json"
     library.write_text(
-        json.dumps({"version": 2, "speakers": {"Ann": {"voices": [{"model": "next", "vector": [1.0]}]}}})
+        json.dumps({"version": 3, "speakers": {"Ann": {"voices": [{"model": "next", "vector": [1.0]}]}}})
     )
     before = library.read_bytes()
     for args in (("speakers", "list"), ("speakers", "forget", "Ann"), ("speakers", "rename", "Ann", "Anna")):
@@ -567,7 +567,7 @@ def test_a_speaker_library_from_a_newer_scriba_is_named_so_and_left_untouched(tm
         assert result.returncode == 1, args
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "written by a newer version of Scriba" in lines[0], result.stderr
-        assert "format 2" in lines[0] and "left untouched" in lines[0] and "damaged" not in lines[0]
+        assert "format 3" in lines[0] and "left untouched" in lines[0] and "damaged" not in lines[0]
     assert library.read_bytes() == before
 
 

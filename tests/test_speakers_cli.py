@@ -92,3 +92,42 @@ def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path)
     store.save(Settings(job=JobDefaults(identify_speakers=False)))
     assert store.load().job_options().identify is False
+
+
+def test_a_ge2e_library_is_made_again_when_opened_and_the_rest_are_named(tmp_path: Path) -> None:
+    """A library of the earlier encoder (GE2E, format 1): the first `scriba speakers` command makes MEE009 again
+    from the stretch of ES2003a it was enrolled from, and says that Gone (recording deleted) needs one new sample;
+    enrolling Gone again ends that note."""
+    real = real_speech_dir()
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def ge2e(source: str) -> dict[str, object]:
+        return {"vector": [0.0625] * 256, "seconds": 6.5, "source": source, "added": "2026-01-01T00:00:00+00:00"}
+
+    library = {
+        "MEE009": {"samples": [ge2e(f"{real / 'ami_ES2003a_0-30.wav'} [2.1-13.2 s]")]},
+        "Gone": {"samples": [ge2e(f"{tmp_path / 'deleted.wav'} [0.0-9.0 s]")]},
+    }
+    (data / "speakers.json").write_text(json.dumps({"version": 1, "speakers": library}))
+    first = scriba("--data-dir", str(data), "speakers", "list")
+    assert first.returncode == 0, first.stderr
+    notes = first.stderr.strip().splitlines()
+    assert len(notes) == 2 and all(line.startswith("note: ") for line in notes), first.stderr
+    assert "MEE009: voiceprints made again" in notes[0]
+    assert "'Gone' cannot be named" in notes[1] and "deleted.wav is no longer there" in notes[1]
+    assert "Enroll one new sample of Gone" in notes[1]
+    rows = {line.split()[0]: line for line in first.stdout.splitlines()[1:]}
+    assert "needs one new sample" in rows["Gone"] and rows["MEE009"].split()[1] == "1"
+
+    listing = json.loads(scriba("--data-dir", str(data), "speakers", "list", "--json").stdout)
+    assert [(item["name"], item["samples"], bool(item["cannot_be_named"])) for item in listing] == [
+        ("Gone", 0, True),
+        ("MEE009", 1, False),
+    ]
+    again = scriba("--data-dir", str(data), "speakers", "enroll", "Gone", str(real / "ami_ES2003a_0-30.wav"),
+                   "--start", "13.24", "--end", "16.81")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "made again" not in again.stderr and "cannot be named" not in again.stderr
+    stored = json.loads((data / "speakers.json").read_text())["speakers"]
+    assert len(stored["Gone"]["earlier"][0]["vector"]) == 256  # the earlier voiceprint is kept

@@ -75,7 +75,12 @@ class SpeakersDialog(QDialog):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(close)
+        # Voiceprints of an earlier voice encoder, made again from their recordings (seconds: off the main thread).
+        self.remaking: threading.Thread | None = None
         self.refresh()
+        library = self._library()
+        if library is not None and library.remakeable():
+            self._remake_earlier()
 
     def _library(self) -> SpeakerLibrary | None:
         try:
@@ -87,13 +92,50 @@ class SpeakersDialog(QDialog):
     def refresh(self) -> None:
         self.list.clear()
         library = self._library()
+        waiting = library.waiting() if library else {}
+        rows: list[tuple[str, str]] = []
         for known in library.known() if library else []:
             note = "" if known.seconds >= RECOMMENDED_SPEECH_S else " — add more speech for reliable recognition"
-            item = QListWidgetItem(f"{known.name}  ({len(known.samples)} sample(s), {known.seconds:.1f} s){note}")
-            item.setData(NAME_ROLE, known.name)
+            rows.append((known.name, f"{known.name}  ({len(known.samples)} sample(s), {known.seconds:.1f} s){note}"))
+        rows += [(name, f"{name}  — needs one new sample to be named again") for name in waiting]
+        for name, text in sorted(rows, key=lambda row: row[0].casefold()):
+            item = QListWidgetItem(text)
+            item.setData(NAME_ROLE, name)
             self.list.addItem(item)
-        if library is not None and not library.speakers:
+        if waiting:
+            self.status.setText(" ".join(f"{name} cannot be named: {why}." for name, why in waiting.items()))
+        elif library is not None and not library.speakers:
             self.status.setText("No speakers enrolled yet.")
+        self._update_buttons()
+
+    def _remake_earlier(self) -> None:
+        directory = self.library_dir
+
+        def work() -> str:
+            from app.core.engine.diarize.encoder import SpeakerEncoder
+            from app.core.engine.speakers import reenroll_earlier
+
+            remade = reenroll_earlier(SpeakerLibrary.load(directory), SpeakerEncoder())
+            if not remade.names:
+                return ""
+            return (
+                f"{', '.join(remade.names)}: voiceprints made again with the current voice encoder from the "
+                "recordings they were enrolled from."
+            )
+
+        def ended(result: str | Exception) -> None:
+            self.remaking = None
+            self.status.setText("")
+            self.refresh()
+            if isinstance(result, Exception):
+                text = str(result) if isinstance(result, ScribaError) else f"{type(result).__name__}: {result}"
+                self.status.setText(f"Voiceprints of an earlier voice encoder not made again: {text}")
+            elif result:
+                self.status.setText(f"{result} {self.status.text()}".strip())
+                self.changed.emit()
+
+        self.status.setText("Making the voiceprints of an earlier voice encoder again from their recordings…")
+        self.remaking = run_off_main_thread(work, ended, ended, name="remake-voiceprints")
         self._update_buttons()
 
     def names(self) -> list[str]:
@@ -103,12 +145,16 @@ class SpeakersDialog(QDialog):
         return [str(item.data(NAME_ROLE)) for item in self.list.selectedItems()]
 
     def _update_buttons(self) -> None:
-        count = len(self.list.selectedItems())
+        # While voiceprints are being made again, a change here would be overwritten when they are saved.
+        count = 0 if self.remaking is not None else len(self.list.selectedItems())
         self.rename_button.setEnabled(count == 1)
         self.merge_button.setEnabled(count >= 2)
         self.forget_button.setEnabled(count >= 1)
 
     def _apply(self, message: str, action: str, *args: object) -> bool:
+        if self.remaking is not None:
+            self.status.setText("Wait until the voiceprints are made again, then try once more.")
+            return False
         library = self._library()
         if library is None:
             return False

@@ -31,7 +31,7 @@ def test_remember_a_named_speaker_then_manage_the_library(open_window, qtbot) ->
 
     thread = window.remember_speaker("Chair", "Chair")
     assert thread is not None and "Remembering Chair" in window.statusBar().currentMessage()
-    qtbot.waitUntil(lambda: not window.remember_threads, timeout=60000)
+    qtbot.waitUntil(lambda: not window.remember_threads, timeout=300000)  # the first CAM++ load exports it
     assert "Scriba will name Chair" in window.statusBar().currentMessage()
     library = SpeakerLibrary.load(window.store.directory)
     assert [known.name for known in library.known()] == ["Chair"]
@@ -59,3 +59,37 @@ def test_remember_a_named_speaker_then_manage_the_library(open_window, qtbot) ->
     assert len(SpeakerLibrary.load(window.store.directory).get("Chair").samples) == 2
     assert dialog.forget(["Chair"]) and dialog.names() == []
     assert SpeakerLibrary.load(window.store.directory).known() == []
+
+
+def test_known_speakers_makes_ge2e_voiceprints_again_and_names_who_needs_a_new_sample(  # type: ignore[no-untyped-def]
+    open_window, qtbot, tmp_path
+) -> None:
+    """A library of the earlier encoder (GE2E, format 1): opening Known speakers… makes MEE009 again from the
+    stretch of ES2003a it was enrolled from, off the main thread, and says in the dialog that Chair (enrolled from
+    a transcript's speaker, whose turns were not kept) needs one new sample."""
+    import json
+
+    real = real_speech_dir()
+    window = open_window(start_worker=False)
+
+    def ge2e(source: str) -> dict[str, object]:
+        return {"vector": [0.0625] * 256, "seconds": 6.5, "source": source, "added": "2026-01-01T00:00:00+00:00"}
+
+    library = {
+        "MEE009": {"samples": [ge2e(f"{real / 'ami_ES2003a_0-30.wav'} [2.1-13.2 s]")]},
+        "Chair": {"samples": [ge2e(f"{real / 'ami_ES2003a_0-30.wav'} (SPEAKER_01)")]},
+    }
+    path = window.store.directory / "speakers.json"
+    path.write_text(json.dumps({"version": 1, "speakers": library}))
+    dialog = window.open_speakers()
+    qtbot.addWidget(dialog)
+    assert dialog.remaking is not None and "again from their recordings" in dialog.status.text()
+    assert not dialog.forget_button.isEnabled()
+    qtbot.waitUntil(lambda: dialog.remaking is None, timeout=300000)  # the first CAM++ load exports it to ONNX
+    assert dialog.names() == ["Chair", "MEE009"]
+    status = dialog.status.text()
+    assert "MEE009: voiceprints made again" in status
+    assert "Chair cannot be named" in status and "Enroll one new sample of Chair" in status
+    assert "needs one new sample" in dialog.list.item(0).text()
+    assert [known.name for known in SpeakerLibrary.load(window.store.directory).known()] == ["MEE009"]
+    assert len(json.loads(path.read_text())["speakers"]["Chair"]["earlier"][0]["vector"]) == 256  # kept

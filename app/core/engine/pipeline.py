@@ -358,8 +358,10 @@ class Engine:
         except SpeakerLibraryError as error:
             log.warning("known speakers not matched: %s", error)
             return replace(transcript, warnings=(*transcript.warnings, f"known speakers not named: {error}"))
-        # A voiceprint set aside (wrong length, NaN) costs its own name only: the job's notes say which.
+        # A voiceprint set aside (wrong length, NaN) or made by an earlier encoder costs its own name only: the
+        # job's notes say which. A job only reads the library: remaking voiceprints is the CLI's and the window's.
         notes = tuple(f"known speakers: {problem}" for problem in library.problems)
+        notes += tuple(f"known speakers: '{name}' cannot be named: {why}" for name, why in library.waiting().items())
         for note in notes:
             log.warning("%s", note)
         transcript = replace(transcript, warnings=(*transcript.warnings, *notes))

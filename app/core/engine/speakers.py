@@ -1,11 +1,12 @@
 """Known speakers: a local library of voiceprints, and naming the diarized speakers it recognises.
 
-A voiceprint is the mean GE2E d-vector (:class:`app.core.engine.diarize.encoder.SpeakerEncoder`) of ~1.5 s windows
-taken inside a speaker's turns. Enrollment and identification compute it the same way, whatever diarizer
-found the turns, so a voice enrolled from one recording is compared in the same space in every other one.
+A voiceprint is the mean CAM++ embedding (:class:`app.core.engine.diarize.encoder.SpeakerEncoder`, the built-in
+diarizer's network) of ~1.5 s windows taken inside a speaker's turns. Enrollment and identification compute it the
+same way, whatever diarizer found the turns, so a voice enrolled from one recording is compared in the same space
+in every other one.
 
-The library is one JSON file in Scriba's data folder. It holds vectors only (no audio) and never leaves
-the machine.
+The library is one JSON file in Scriba's data folder. It holds vectors, and where in which recording each was
+made (so that another encoder can make it again), but no audio, and never leaves the machine.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.core.engine.diarize.encoder import DIMENSION, ENCODER_NAME, ENCODER_VERSION
 from app.core.errors import ScribaError
 from app.core.transcript.document import Identification, SpeakerIdentity, Transcript
 
@@ -29,11 +31,14 @@ if TYPE_CHECKING:
     from app.core.engine.diarize.encoder import SpeakerEncoder
 
 LIBRARY_FILE = "speakers.json"
-LIBRARY_VERSION = 1
-VOICEPRINT_SIZE = 256  # the GE2E encoder's output
+# Format 2 names the encoder its voiceprints were made by; format 1 held GE2E voiceprints (256 numbers) only.
+LIBRARY_VERSION = 2
+VOICEPRINT_SIZE = DIMENSION
+CURRENT_ENCODER = {"name": ENCODER_NAME, "version": ENCODER_VERSION}
+GE2E_ENCODER = {"name": "ge2e", "version": 1}
 
-# Voiceprint windows: a little shorter than the 1.6 s the encoder was trained on, because turns in
-# conversation are short; a turn (minus other speakers' speech) shorter than one window is not used.
+# Voiceprint windows: as long as the built-in diarizer's, because turns in conversation are short; a turn (minus
+# other speakers' speech) shorter than one window is not used.
 WINDOW_S = 1.5
 STEP_S = 0.5
 # Turns of one speaker this close together, with nobody else speaking between them, are one stretch of
@@ -44,14 +49,13 @@ BRIDGE_S = 0.5
 # (the CLI and the window say so below RECOMMENDED_SPEECH_S).
 MIN_ENROLL_SPEECH_S = WINDOW_S
 RECOMMENDED_SPEECH_S = 5.0
-# Cosine similarity from which a diarized speaker takes an enrolled name. Calibrated on real recordings
-# (benchmarks/speaker_similarity.py, pairs of voiceprints from two different recordings): between different
-# people 0.40-0.83 on real speech (nine AMI meetings, a phone call, read and spontaneous speech; 0.80 at
-# most from the built-in diarizer's turns) and up to 0.86 between two espeak-ng voices; the same person in
-# another AMI meeting 0.89-0.92 from reference turns (0.78-0.89 from diarized turns). A wrong name is worse
-# than none, so the threshold sits above every different-speaker pair seen. A voice changed by a cold and
-# another room (0.70) stays unnamed, as does a person the diarizer split or mixed.
-MATCH_THRESHOLD = 0.87
+# Cosine similarity from which a diarized speaker takes an enrolled name, measured with
+# benchmarks/speaker_similarity.py (CAM++ voiceprints of every speaker of the real recordings, every pair across two
+# recordings): different people reach at most 0.716 from reference turns (0.696 from the built-in diarizer's), the
+# same person in another AMI meeting 0.825-0.889, with a cold in another room 0.800. The threshold sits in the
+# middle of that gap: a wrong name is worse than none, and a margin is kept on both sides. (Two espeak-ng voices,
+# one synthesiser, reach 0.82: synthetic voices are not told apart by name.)
+MATCH_THRESHOLD = 0.77
 
 _GENERIC_NAME = re.compile(r"^SPEAKER_\d+$")
 
@@ -62,8 +66,9 @@ class SpeakerLibraryError(ScribaError):
 
 @dataclass(frozen=True)
 class Voiceprint:
-    vector: np.ndarray  # unit vector, 256 floats
+    vector: np.ndarray  # unit vector, one float per dimension of the encoder
     seconds: float  # speech the windows covered
+    spans: tuple[tuple[float, float], ...] = ()  # where in the recording (seconds): to make it again later
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class Sample:
     seconds: float
     source: str
     added: str
+    recording: str = ""  # the recording's path, with the spans of it the voiceprint was made from
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,44 +152,43 @@ def solo_spans(turns: Sequence[tuple[float, float, str]], speaker: str) -> list[
 
 def voiceprint(
     encoder: SpeakerEncoder,
-    mels: np.ndarray,
+    samples: np.ndarray,
     spans: Sequence[tuple[float, float]],
     window_s: float = WINDOW_S,
     step_s: float = STEP_S,
 ) -> Voiceprint | None:
-    """The mean embedding of windows inside ``spans`` (seconds); None when no span holds one window."""
+    """The mean embedding of windows inside ``spans`` (seconds) of ``samples`` (16 kHz); None when no span
+    holds one window."""
     from app.core.engine.diarize.encoder import HOP_SAMPLES, SAMPLE_RATE
 
     frame_s = HOP_SAMPLES / SAMPLE_RATE
     window = round(window_s / frame_s)
     step = max(1, round(step_s / frame_s))
+    total = len(samples) // HOP_SAMPLES
     starts: list[int] = []
-    seconds = 0.0
+    used: list[tuple[float, float]] = []
     for start_s, end_s in spans:
-        first = round(start_s / frame_s)
-        last = min(len(mels), round(end_s / frame_s))
+        first = max(0, round(start_s / frame_s))
+        last = min(total, round(end_s / frame_s))
         if last - first < window:
             continue
         positions = list(range(first, last - window + 1, step))
         if positions[-1] != last - window:
             positions.append(last - window)  # the end of the span counts as much as its start
         starts.extend(positions)
-        seconds += (last - first) * frame_s
+        used.append((first * frame_s, last * frame_s))
     if not starts:
         return None
-    embeddings = encoder.embed(mels, np.asarray(starts, dtype=np.int64), window)
-    return Voiceprint(_unit(embeddings.mean(axis=0)), seconds)
+    embeddings = encoder.embed(samples, np.asarray(starts, dtype=np.int64), window)
+    return Voiceprint(_unit(embeddings.mean(axis=0)), sum(b - a for a, b in used), tuple(used))
 
 
 def speaker_voiceprints(
     encoder: SpeakerEncoder, audio: Audio, turns: Sequence[tuple[float, float, str]]
 ) -> dict[str, Voiceprint | None]:
     """One voiceprint per speaker in ``turns`` (start, end, speaker), from their solo speech."""
-    from app.core.engine.diarize.encoder import mel_frames
-
-    mels = mel_frames(audio.samples)
     speakers = list(dict.fromkeys(who for _, _, who in turns))
-    return {who: voiceprint(encoder, mels, solo_spans(turns, who)) for who in speakers}
+    return {who: voiceprint(encoder, audio.samples, solo_spans(turns, who)) for who in speakers}
 
 
 def speech_spans(audio: Audio, start: float = 0.0, end: float | None = None) -> list[tuple[float, float]]:
@@ -263,7 +269,11 @@ def check_name(name: str) -> str:
 
 @dataclass
 class SpeakerLibrary:
-    """The enrolled voices, in ``directory / speakers.json``. Every change is written at once (atomically)."""
+    """The enrolled voices, in ``directory / speakers.json``. Every change is written at once (atomically).
+
+    Voiceprints made by another encoder than :class:`SpeakerEncoder` (GE2E, in library format 1) cannot be
+    compared with a voice; they are kept as read, under their names, until :func:`reenroll_earlier` makes them
+    again from the recordings they came from, or the user enrolls that person once more."""
 
     directory: Path
     speakers: dict[str, KnownSpeaker] = field(default_factory=dict)
@@ -271,6 +281,10 @@ class SpeakerLibrary:
     problems: list[str] = field(default_factory=list)
     # The samples set aside, as read: written back unchanged (never dropped unasked), by speaker name.
     _set_aside: dict[str, list[object]] = field(default_factory=dict, repr=False)
+    # Samples of an earlier encoder, as read (each with an "encoder" entry), by speaker name.
+    _earlier: dict[str, list[dict[str, object]]] = field(default_factory=dict, repr=False)
+    # Why :func:`reenroll_earlier` could not make a name's voiceprints again, by name.
+    _remake_failed: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def path(self) -> Path:
@@ -279,8 +293,8 @@ class SpeakerLibrary:
     @classmethod
     def load(cls, directory: Path) -> SpeakerLibrary:
         """The library in ``directory``. A voiceprint that cannot be compared (wrong length, NaN) is set aside,
-        named in :attr:`problems` and kept in the file as it is; the file as a whole refused only when it cannot
-        be read at all."""
+        named in :attr:`problems` and kept in the file as it is; one of an earlier encoder is kept to be made
+        again (:meth:`waiting`); the file as a whole refused only when it cannot be read at all."""
         library = cls(Path(directory))
         try:
             data = json.loads(library.path.read_text(encoding="utf-8"))
@@ -298,54 +312,102 @@ class SpeakerLibrary:
                 "use it."
             )
         try:
-            if version != LIBRARY_VERSION:
+            if version == 1:
+                encoder: object = dict(GE2E_ENCODER)  # format 1 held GE2E voiceprints only
+            elif version == LIBRARY_VERSION:
+                encoder = data["encoder"]
+            else:
                 raise ValueError(f"version {version!r}")
+            current = encoder == CURRENT_ENCODER
             for name, entry in data["speakers"].items():
-                samples: list[Sample] = []
-                for number, raw in enumerate(entry["samples"], start=1):
-                    sample, problem = _read_sample(raw)
-                    if sample is not None:
-                        samples.append(sample)
-                        continue
-                    library._set_aside.setdefault(name, []).append(raw)
-                    library.problems.append(
-                        f"the voiceprint of '{name}' (sample {number} of {len(entry['samples'])}) in "
-                        f"{library.path} was set aside: {problem}. Forget '{name}' and enroll that voice again."
-                    )
-                if samples:
-                    library.speakers[name] = KnownSpeaker(name, tuple(samples))
+                for raw in entry.get("earlier", []):
+                    library._earlier.setdefault(name, []).append(dict(raw))
+                if not current:
+                    for raw in entry["samples"]:
+                        library._earlier.setdefault(name, []).append({**raw, "encoder": encoder})
+                    continue
+                library._read_samples(name, entry["samples"])
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise SpeakerLibraryError(
                 f"The speaker library {library.path} is damaged ({error}). Move it away to start a new one."
             ) from None
         return library
 
+    def _read_samples(self, name: str, raws: list[object]) -> None:
+        samples: list[Sample] = []
+        for number, raw in enumerate(raws, start=1):
+            sample, problem = _read_sample(raw)
+            if sample is not None:
+                samples.append(sample)
+                continue
+            self._set_aside.setdefault(name, []).append(raw)
+            self.problems.append(
+                f"the voiceprint of '{name}' (sample {number} of {len(raws)}) in {self.path} was set aside: "
+                f"{problem}. Forget '{name}' and enroll that voice again."
+            )
+        if samples:
+            self.speakers[name] = KnownSpeaker(name, tuple(samples))
+
     def save(self) -> None:
         from app.core.files import write_atomic
 
-        data = {
-            "version": LIBRARY_VERSION,
-            "speakers": {name: {"samples": self._stored_samples(name)} for name in [*self.speakers, *self._set_aside]},
-        }
+        names = dict.fromkeys([*self.speakers, *self._set_aside, *self._earlier])
+        speakers: dict[str, dict[str, object]] = {}
+        for name in names:
+            speakers[name] = {"samples": self._stored_samples(name)}
+            if name in self._earlier:
+                speakers[name]["earlier"] = self._earlier[name]
+        data = {"version": LIBRARY_VERSION, "encoder": CURRENT_ENCODER, "speakers": speakers}
         write_atomic(self.path, json.dumps(data, ensure_ascii=False), private=True)  # voiceprints: personal data
 
     def _stored_samples(self, name: str) -> list[object]:
         known = self.speakers.get(name)
-        return [
-            *(
-                {
-                    "vector": [round(x, 6) for x in sample.vector],
-                    "seconds": round(sample.seconds, 2),
-                    "source": sample.source,
-                    "added": sample.added,
-                }
-                for sample in (known.samples if known else ())
-            ),
-            *self._set_aside.get(name, ()),
-        ]
+        stored: list[object] = []
+        for sample in known.samples if known else ():
+            entry: dict[str, object] = {
+                "vector": [round(x, 6) for x in sample.vector],
+                "seconds": round(sample.seconds, 2),
+                "source": sample.source,
+                "added": sample.added,
+            }
+            if sample.recording:
+                entry["recording"] = sample.recording
+                entry["spans"] = [[round(a, 2), round(b, 2)] for a, b in sample.spans]
+            stored.append(entry)
+        return [*stored, *self._set_aside.get(name, ())]
 
     def known(self) -> list[KnownSpeaker]:
         return sorted(self.speakers.values(), key=lambda known: known.name.casefold())
+
+    def waiting(self) -> dict[str, str]:
+        """The names whose only voiceprints were made by an earlier encoder, each with why they cannot be named
+        and what to do (damaged voiceprints are in :attr:`problems`)."""
+        result: dict[str, str] = {}
+        for name in sorted(set(self._earlier) - set(self.speakers), key=str.casefold):
+            reasons = [_why_not_remade(raw) for raw in self._earlier[name]]
+            if name in self._remake_failed:
+                reasons = [self._remake_failed[name]]
+            elif not all(reasons):
+                result[name] = (
+                    "its voiceprints were made by an earlier voice encoder; they are made again from the recordings "
+                    "they came from when the speaker library is next opened (`scriba speakers list`, or "
+                    "Edit › Known speakers… in the window)"
+                )
+                continue
+            result[name] = (
+                f"its voiceprints were made by an earlier voice encoder and {'; '.join(dict.fromkeys(reasons))}. "
+                f"Enroll one new sample of {name} to name that voice again"
+            )
+        return result
+
+    def remakeable(self) -> list[tuple[str, dict[str, object]]]:
+        """The earlier-encoder samples that can be made again now: not yet made, their recording still there."""
+        return [
+            (name, raw)
+            for name, raws in self._earlier.items()
+            for raw in raws
+            if not raw.get("remade") and not _why_not_remade(raw)
+        ]
 
     def get(self, name: str) -> KnownSpeaker:
         known = self.speakers.get(" ".join(name.split()))
@@ -354,8 +416,9 @@ class SpeakerLibrary:
             raise SpeakerLibraryError(f"No speaker named '{name}' in the library (known: {listing}).")
         return known
 
-    def add(self, name: str, print_: Voiceprint, source: str) -> KnownSpeaker:
-        """Add one sample of a voice; a name enrolled before gets one more sample."""
+    def add(self, name: str, print_: Voiceprint, source: str, recording: str = "", save: bool = True) -> KnownSpeaker:
+        """Add one sample of a voice; a name enrolled before gets one more sample. ``recording`` (a path) with
+        the print's spans lets a later encoder make the sample again."""
         name = check_name(name)
         if print_.seconds < MIN_ENROLL_SPEECH_S or not math.isfinite(float(print_.vector.sum())):
             raise SpeakerLibraryError(
@@ -367,12 +430,20 @@ class SpeakerLibrary:
             print_.seconds,
             source,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            recording,
+            print_.spans if recording else (),
         )
         previous = self.speakers.get(name)
         known = KnownSpeaker(name, (*(previous.samples if previous else ()), sample))
         self.speakers[name] = known
-        self.save()
+        if save:
+            self.save()
         return known
+
+    def _names(self, name: str) -> list[dict[str, Any]]:
+        """The stores of unusable samples (set aside, earlier encoder) that hold ``name``."""
+        stores: tuple[dict[str, Any], ...] = (self._set_aside, self._earlier)
+        return [kept for kept in stores if name in kept]
 
     def rename(self, old: str, new: str) -> None:
         known = self.get(old)
@@ -385,8 +456,8 @@ class SpeakerLibrary:
             (new if name == known.name else name): (KnownSpeaker(new, entry.samples) if name == known.name else entry)
             for name, entry in self.speakers.items()
         }
-        if known.name in self._set_aside:
-            self._set_aside[new] = self._set_aside.pop(known.name)
+        for kept in self._names(known.name):
+            kept[new] = kept.pop(known.name)
         self.save()
 
     def merge(self, names: Sequence[str], into: str) -> KnownSpeaker:
@@ -398,24 +469,26 @@ class SpeakerLibrary:
         samples = tuple(sample for known in sources for sample in known.samples)
         for known in sources:
             self.speakers.pop(known.name, None)
-            aside = self._set_aside.pop(known.name, [])
-            if aside:
-                self._set_aside.setdefault(into, []).extend(aside)
+            for kept in self._names(known.name):
+                kept.setdefault(into, []).extend(kept.pop(known.name))
         merged = KnownSpeaker(into, samples)
         self.speakers[into] = merged
         self.save()
         return merged
 
     def forget(self, name: str) -> None:
-        """Remove a voice, with any voiceprint of it that was set aside (a name that has only those included)."""
+        """Remove a voice, with any voiceprint of it set aside or made by an earlier encoder (a name that has only
+        those included)."""
         cleaned = " ".join(name.split())
-        if cleaned in self._set_aside and cleaned not in self.speakers:
-            del self._set_aside[cleaned]
+        if cleaned not in self.speakers and self._names(cleaned):
+            for kept in self._names(cleaned):
+                del kept[cleaned]
             self.save()
             return
         known = self.get(name)
         del self.speakers[known.name]
-        self._set_aside.pop(known.name, None)
+        for kept in self._names(known.name):
+            del kept[known.name]
         self.save()
 
 
@@ -434,10 +507,108 @@ def _read_sample(raw: object) -> tuple[Sample | None, str]:
         return None, "its vector is all zeros"
     if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 < seconds < math.inf:
         return None, f"its length of speech ({seconds!r}) is not a positive number of seconds"
+    recording, spans = _recording_and_spans(raw)
     sample = Sample(
-        tuple(float(x) for x in vector), float(seconds), str(raw.get("source", "")), str(raw.get("added", ""))
+        tuple(float(x) for x in vector),
+        float(seconds),
+        str(raw.get("source", "")),
+        str(raw.get("added", "")),
+        recording if spans else "",
+        spans,
     )
     return sample, ""
+
+
+def _recording_and_spans(raw: dict[str, Any]) -> tuple[str, tuple[tuple[float, float], ...]]:
+    """Where a stored sample's speech is: its recording and spans (seconds), or ("", ()) where it was not kept."""
+    recording, spans = raw.get("recording"), raw.get("spans")
+    try:
+        if isinstance(recording, str) and recording and isinstance(spans, list) and spans:
+            return recording, tuple((float(a), float(b)) for a, b in spans)
+    except (TypeError, ValueError):
+        pass
+    return "", ()
+
+
+# Where format 1 kept a sample's stretch: the source ``"<recording> [<start>-<end> s]"`` written by enroll().
+_STRETCH_SOURCE = re.compile(r"^(?P<recording>.+) \[(?P<start>\d+(?:\.\d+)?)-(?P<end>\d+(?:\.\d+)?) s\]$")
+
+
+def _earlier_speech(raw: dict[str, Any]) -> tuple[Path, tuple[float, float] | None, tuple[tuple[float, float], ...]]:
+    """An earlier-encoder sample's recording, and either the stretch the user chose or the spans it was made from
+    (Path("") where neither was kept)."""
+    recording, spans = _recording_and_spans(raw)
+    if spans:
+        return Path(recording), None, spans
+    stretch = _STRETCH_SOURCE.match(str(raw.get("source", "")))
+    if stretch is None:
+        return Path(""), None, ()
+    return Path(stretch["recording"]), (float(stretch["start"]), float(stretch["end"])), ()
+
+
+def _why_not_remade(raw: dict[str, Any]) -> str:
+    """Why an earlier-encoder sample cannot be made again from its recording ("" when it can)."""
+    if raw.get("remade"):
+        return ""
+    recording, stretch, spans = _earlier_speech(raw)
+    if stretch is None and not spans:
+        return f"it was made from {raw.get('source') or 'a transcript'}, whose turns were not kept"
+    if not recording.is_file():
+        return f"its recording {recording} is no longer there"
+    return ""
+
+
+@dataclass(frozen=True)
+class Remade:
+    """What :func:`reenroll_earlier` did: the names made again, and those still waiting for a new sample."""
+
+    names: tuple[str, ...]
+    waiting: dict[str, str]
+
+    def messages(self) -> list[str]:
+        """One sentence per change and per name still unnamed, for the CLI, the window and the job's notes."""
+        lines = []
+        if self.names:
+            lines.append(
+                f"{', '.join(self.names)}: voiceprints made again with the current voice encoder from the "
+                "recordings they were enrolled from"
+            )
+        lines.extend(f"'{name}' cannot be named: {why}" for name, why in self.waiting.items())
+        return lines
+
+
+def reenroll_earlier(library: SpeakerLibrary, encoder: SpeakerEncoder) -> Remade:
+    """Make each earlier-encoder voiceprint again from the recording it came from, where the library says which
+    and that recording is still there (the same stretch, or the same spans); the earlier ones stay in the file,
+    marked as made again. Saved once at the end when anything changed."""
+    from app.core.engine.audio import decode_audio
+    from app.core.errors import MediaError
+
+    remade: list[str] = []
+    decoded: dict[Path, Audio | None] = {}
+    for name, raw in library.remakeable():
+        recording, stretch, spans = _earlier_speech(raw)
+        if recording not in decoded:
+            try:
+                decoded[recording] = decode_audio(recording)
+            except (MediaError, OSError) as error:
+                library._remake_failed.setdefault(name, f"its recording {recording} cannot be read ({error})")
+                decoded[recording] = None
+        audio = decoded[recording]
+        if audio is None:
+            continue
+        if stretch is not None:
+            spans = tuple(_merge_spans(speech_spans(audio, *stretch), gap=BRIDGE_S))
+        print_ = voiceprint(encoder, audio.samples, spans)
+        if print_ is None or print_.seconds < MIN_ENROLL_SPEECH_S:
+            library._remake_failed.setdefault(name, f"its stretch of {recording} no longer holds enough speech")
+            continue
+        library.add(name, print_, str(raw.get("source", recording)), str(recording), save=False)
+        raw["remade"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        remade.append(name)
+    if remade:
+        library.save()
+    return Remade(tuple(dict.fromkeys(remade)), library.waiting())
 
 
 def enroll(
@@ -449,22 +620,20 @@ def enroll(
     end: float | None = None,
 ) -> KnownSpeaker:
     """Remember ``name`` from a stretch of ``audio`` where that person speaks alone."""
-    from app.core.engine.diarize.encoder import mel_frames
-
     if end is not None and end <= start:
         raise SpeakerLibraryError(f"The stretch is empty: it ends ({end:g} s) before it starts ({start:g} s).")
     if start >= audio.duration:
         raise SpeakerLibraryError(f"{audio.source}: the stretch starts at {start:g} s, after the end of the audio.")
     # The person speaks alone here: pauses as short as those bridged between diarized turns stay inside.
     spans = _merge_spans(speech_spans(audio, start, end), gap=BRIDGE_S)
-    print_ = voiceprint(encoder, mel_frames(audio.samples), spans)
+    print_ = voiceprint(encoder, audio.samples, spans)
     speech = sum(b - a for a, b in spans)
     if print_ is None:
         raise SpeakerLibraryError(
             f"Too little speech to remember {name}: {speech:.1f} s of speech found in the stretch, at least "
             f"{MIN_ENROLL_SPEECH_S:g} s of that person speaking alone is needed."
         )
-    return library.add(name, print_, _describe(audio, start, end))
+    return library.add(name, print_, _describe(audio, start, end), str(audio.source))
 
 
 def enroll_from_turns(
@@ -482,7 +651,7 @@ def enroll_from_turns(
         raise SpeakerLibraryError(
             f"Too little speech to remember {name}: {speaker} never speaks alone for {WINDOW_S:g} s at a time."
         )
-    return library.add(name, print_, f"{audio.source} ({speaker})")
+    return library.add(name, print_, f"{audio.source} ({speaker})", str(audio.source))
 
 
 def _describe(audio: Audio, start: float, end: float | None) -> str:

