@@ -85,8 +85,8 @@ bench: venv system-deps
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).
-# resemblyzer still declares a dependency on the `typing` backport, which PyInstaller refuses to run next to;
-# Python 3.10+ always imports its own typing, so the backport is dropped from the virtualenv first.
+# An older virtualenv may hold the `typing` backport, which PyInstaller refuses to run next to; Python 3.10+
+# always imports its own typing, so the backport is dropped from the virtualenv first.
 package: venv
 	uv pip install --quiet --python $(BIN)/python "pyinstaller>=6.10"
 	@if $(BIN)/python -c "import importlib.metadata as m; m.distribution('typing')" 2>/dev/null; then \

