@@ -233,3 +233,17 @@ def last_fault(path: Path | None = None) -> RecordedFault | None:
     except (OSError, ValueError, KeyError, TypeError) as error:
         log.warning("ignored an unreadable GPU fault record %s: %s", source, error)
         return None
+
+
+# A native crash has no text to classify: what a cuDNN that cannot be loaded does on Linux (the process aborts).
+PROCESS_CRASH = GpuFault(
+    "gpu-process-crash",
+    (),
+    "a GPU library crashed the transcription process",
+    "SYSTRAN/faster-whisper#1182",
+)
+
+
+def record_gpu_crash(note: str, error: str, path: Path | None = None) -> None:
+    """Keep a crash of the GPU path (the job then ran on the CPU) as the last fault, for `scriba doctor`."""
+    record_fault(FaultMatch(PROCESS_CRASH, RuntimeError(error), error), "transcription", note, path)

@@ -27,7 +27,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -36,7 +36,7 @@ from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
 from app.core.errors import CancelledError, ScribaError
 from app.core.queue.exports import auto_export
-from app.core.queue.jobs import STORAGE_ERRORS, Job, JobOptions, JobState, JobStore, storage_reason
+from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, storage_reason
 from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
@@ -265,41 +265,35 @@ class EngineProcess:
         self._process, self._connection = None, None
 
 
-def pipeline_options(options: JobOptions, hf_token: str | None, speaker_library: Path | None = None) -> PipelineOptions:
-    """``speaker_library``: the folder of the known-speaker library (None: speakers are not named; a remote
-    machine never gets the library, so voiceprints stay on this one)."""
-    from app.core.engine.diarize import DiarizerOptions, SpeakerHints
-    from app.core.engine.transcribe import TranscriptionOptions, resolve_device
-
-    device = resolve_device(options.device)
-    return PipelineOptions(
-        transcription=TranscriptionOptions(
-            model=options.model,
-            device=device,
-            compute_type=options.compute_type,
-            language=options.language,
-            batch_size=options.batch_size,
-            initial_prompt=options.prompt,
-            hotwords=options.hotwords,
-            task=options.task,
-        ),
-        diarize=options.diarize,
-        diarizer=DiarizerOptions(
-            backend=options.diarizer,
-            hints=SpeakerHints(options.num_speakers, options.min_speakers, options.max_speakers),
-            hf_token=hf_token if options.diarize and options.diarizer != "embedded" else None,
-            device=device,
-        ),
-        identify=options.identify,
-        speaker_library=str(speaker_library) if speaker_library is not None else None,
-        start=options.start,
-        end=options.end,
-    )
-
-
 EventKind = Literal[
     "started", "progress", "done", "failed", "cancelled", "requeued", "recovered", "idle", "waiting", "error"
 ]
+
+
+def gpu_crash_note(options: PipelineOptions, crash: EngineCrashedError, stage: str) -> str | None:
+    """The job's note when ``crash`` is a native crash of a job on the GPU (worth a run on the CPU); else None.
+    SIGKILL is left out: that is the system out of memory, which a second run would meet again."""
+    on_gpu = options.transcription.device == "cuda" or (options.diarize and options.diarizer.device == "cuda")
+    code = crash.exitcode
+    if not on_gpu or code is None or code >= 0 or -code == signal.SIGKILL:
+        return None
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return (
+        f"a GPU library crashed the transcription process ({name} during {stage}), as a GPU library that cannot "
+        "be loaded does (cuDNN most often); the job ran on the CPU instead"
+    )
+
+
+def on_the_cpu(options: PipelineOptions) -> PipelineOptions:
+    """``options`` with both stages on the CPU, the compute type left to the CPU's own choice."""
+    return replace(
+        options,
+        transcription=replace(options.transcription, device="cpu", compute_type="auto"),
+        diarizer=replace(options.diarizer, device="cpu"),
+    )
 
 
 class QueueStorageError(ScribaError):
@@ -582,8 +576,8 @@ class QueueWorker:
             return cancelled_by_user
 
         try:
-            options = pipeline_options(job.options, self._token_provider(), self.store.directory)
-            transcript = self.engine.run(job.source, options, on_progress, should_cancel)
+            options = job.options.to_pipeline(self._token_provider(), self.store.directory)
+            transcript = self._run_engine(job, options, on_progress, should_cancel)
         except CancelledError:
             self._store_end(job, lambda: self._cancelled_or_requeued(job, cancelled_by_user))
             return
@@ -621,6 +615,37 @@ class QueueWorker:
             warning = "; ".join(transcript.warnings)
             note = f"{warning}; {note}" if note else warning
         self._on_event(JobEvent("done", job.id, job.source, 1.0, "", transcript.duration, speed, 0.0, message=note))
+
+    def _run_engine(
+        self,
+        job: Job,
+        options: PipelineOptions,
+        on_progress: Callable[[Progress], None],
+        should_cancel: Callable[[], bool],
+    ) -> Transcript:
+        """The job in the engine process; if a GPU library crashes that process, the job again on the CPU.
+
+        A missing or mismatched cuDNN often aborts the process from inside the library instead of raising, so
+        the engine's own fallback (app/core/gpu/faults.py) never sees it: the job's second run is on the CPU."""
+        stage = ["decode"]
+
+        def remember(update: Progress) -> None:
+            stage[0] = update.stage
+            on_progress(update)
+
+        try:
+            return self.engine.run(job.source, options, remember, should_cancel)
+        except EngineCrashedError as crash:
+            note = gpu_crash_note(options, crash, stage[0])
+            if note is None:
+                raise
+            exitcode = crash.exitcode
+        log.warning("job %s: %s", job.id, note)
+        from app.core.gpu.faults import record_gpu_crash
+
+        record_gpu_crash(note, f"the transcription process ended with {exitcode}")
+        transcript = self.engine.run(job.source, on_the_cpu(options), on_progress, should_cancel)
+        return replace(transcript, warnings=(*transcript.warnings, note))
 
     def _cancelled_or_requeued(self, job: Job, cancelled_by_user: bool) -> None:
         if cancelled_by_user:
