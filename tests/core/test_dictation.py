@@ -781,7 +781,7 @@ def test_importing_dictation_loads_no_heavy_library() -> None:
     import subprocess
 
     code = (
-        "import sys, app.core.dictation.session;"
+        "import sys, app.core.dictation.session, app.core.dictation.controller;"
         "names = ('torch', 'faster_whisper', 'ctranslate2', 'sounddevice', 'av', 'PySide6');"
         "print(','.join(m for m in names if m in sys.modules))"
     )
