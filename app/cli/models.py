@@ -17,6 +17,10 @@ def add_models_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     download.add_argument("name")
     remove = model_commands.add_parser("remove", help="delete a downloaded model")
     remove.add_argument("name")
+    recommend = model_commands.add_parser(
+        "recommend", help="the model this computer should use (fast, balanced, accurate) and why; downloads nothing"
+    )
+    recommend.add_argument("--json", action="store_true", help="print the recommendation as JSON")
 
 
 def add_token_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +47,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         from app.cli import pyannote_download
 
         return pyannote_download.download() if args.models_command == "download" else pyannote_download.remove()
+    if args.models_command == "recommend":
+        return _recommend(bool(args.json))
     try:
         if args.models_command == "list":
             on_disk = {model.name: model for model in installed_models()}
@@ -89,6 +95,23 @@ def _progress_printer() -> Callable[[int, int], None]:
             print(f"  {done / 1e6:,.0f} of {total / 1e6:,.0f} MB", file=sys.stderr)
 
     return show
+
+
+def _recommend(as_json: bool) -> int:
+    """The first screen's recommendation on standard output, from doctor's checks of this computer."""
+    import json
+
+    from app.core.engine.recommend import read_machine, recommend
+
+    advice = recommend(read_machine())
+    if as_json:
+        print(json.dumps(advice.to_dict(), indent=2))
+        return ExitCode.OK
+    print(advice.format())
+    best = advice.best
+    if not best.on_disk:
+        print(f"\nTo use it: scriba models download {best.model}, then pick it in Settings (or --model {best.model}).")
+    return ExitCode.OK
 
 
 def cmd_token(args: argparse.Namespace) -> int:
