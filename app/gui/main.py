@@ -119,6 +119,7 @@ def run_gui(data_dir: Path, open_files: list[Path] | None = None) -> int:
 
     window = MainWindow(store, SettingsStore(config_dir()))
     window.show()
+    window.offer_first_run()
     instance_server = InstanceServer(instance_name, window)
     instance_server.files_received.connect(window.files_from_another_launch)
     if not instance_server.listen():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -27,7 +26,7 @@ from app.core.config.settings import Settings
 from app.core.engine.models import CATALOG, installed_models
 from app.core.transcript.formats import FORMATS
 from app.gui.job_safety import ask_first
-from app.gui.models_dialog import ModelsDialog
+from app.gui.models_dialog import ModelsDialog, describe_models
 from app.gui.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
@@ -48,16 +47,13 @@ class SettingsDialog(QDialog):
         self._models_cache = models_cache
         self._endpoint = endpoint
         self.token_cleared = False
+        self.download_failure: tuple[str, str] | None = None  # a model chosen here that did not arrive, and why
 
         self.model = QComboBox()
         self.model.setEditable(True)  # a CTranslate2 folder path is accepted too
         self.model.addItem(AUTOMATIC)
         self.model.addItems(list(CATALOG))
-        on_disk = {model.name for model in installed_models(models_cache)}
-        for index, (name, entry) in enumerate(CATALOG.items(), start=1):
-            languages = "multilingual" if entry.multilingual else "English only"
-            where = "on disk" if name in on_disk else f"not downloaded ({entry.size_mb:,} MB)"
-            self.model.setItemData(index, f"{languages}; {where}", Qt.ItemDataRole.ToolTipRole)
+        describe_models(self.model, models_cache)
         self.model.setCurrentText(settings.job.model or AUTOMATIC)
         self.manage_models = QPushButton("Models…")
         self.manage_models.setToolTip("what is on disk, sizes, languages and speed; download and remove")
@@ -158,17 +154,43 @@ class SettingsDialog(QDialog):
         return self.models_dialog
 
     def accept(self) -> None:
-        """A catalog model that is not on disk is offered for download here, not found missing when a job runs."""
+        """A catalog model that is not on disk is offered for download here, not found missing when a job runs;
+        one that does not arrive is never kept: the model that worked stays, and ``download_failure`` says why."""
         name = self.model.currentText().strip()
-        if name in CATALOG and not any(model.name == name for model in installed_models(self._models_cache)):
+        if name in CATALOG and not self._on_disk(name):
             text = (
                 f"{name} is not on this computer yet ({CATALOG[name].size_mb:,} MB to download). "
                 "Download it now? Jobs need it before they can run."
             )
             if ask_first(self, "Model not downloaded", text, "Download"):
-                self.open_models(name).finished.connect(lambda _result: super(SettingsDialog, self).accept())
-                return
+                self.open_models(name).finished.connect(lambda _result: self._after_download(name))
+            return
         super().accept()
+
+    def _on_disk(self, name: str) -> bool:
+        return any(model.name == name for model in installed_models(self._models_cache))
+
+    def _after_download(self, name: str) -> None:
+        if not self._on_disk(name):
+            outcome = self.models_dialog.outcome if self.models_dialog else ""
+            self.download_failure = (name, outcome or f"The download of {name} did not finish.")
+            self.model.setCurrentText(self._working_model() or AUTOMATIC)
+        super().accept()
+
+    def _working_model(self) -> str | None:
+        """The model these settings had, when it is there to use (None: the best on disk)."""
+        from app.core.engine.models import resolve_model
+        from app.core.errors import ModelError
+
+        try:
+            resolve_model(self._settings.job.model, self._models_cache)
+        except ModelError:
+            return None
+        return self._settings.job.model
+
+    def set_recommended(self, name: str | None) -> None:
+        """Mark the model recommended for this computer in the model list."""
+        describe_models(self.model, self._models_cache, name)
 
     def done(self, result: int) -> None:
         self.speaker_detection.cancel()  # a download in progress stops with the dialog; it resumes next time

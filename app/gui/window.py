@@ -9,6 +9,7 @@ import socket
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, QSocketNotifier, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
@@ -34,6 +35,7 @@ from app.core.config.settings import Settings, SettingsStore
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
+from app.core.engine.recommend import Machine
 from app.core.gpu.gpustats import GpuStatsSampler
 from app.core.queue.exports import export_job
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
@@ -49,10 +51,12 @@ from app.gui.dictation_panel import DictationPanel
 from app.gui.drop_zone import DropZone
 from app.gui.error_dialog import show_error
 from app.gui.export_refresh import ExportRefresher
+from app.gui.first_run import FirstRunDialog
 from app.gui.gpu_panel import GpuPanel
 from app.gui.job_safety import ask_to_remove, ask_to_retry
 from app.gui.language_offer import LanguageOffer, offer_multilingual
 from app.gui.main_thread import run_off_main_thread
+from app.gui.model_offer import DownloadFailedNotice, MissingModelOffer, offer_missing_model
 from app.gui.models_dialog import ModelsDialog
 from app.gui.offload_dialog import OffloadDialog
 from app.gui.orphan_sweep import OrphanSweep
@@ -66,6 +70,9 @@ from app.gui.watch_folder import FolderWatcher
 from app.gui.window_menus import build_menus
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
+
+if TYPE_CHECKING:
+    from app.gui.settings_dialog import SettingsDialog
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +98,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.store = store
         self.settings_store = settings_store
+        # The first start: no settings file yet (the first-run page then opens, see offer_first_run).
+        self.first_start = not settings_store.path.exists()
         self.settings: Settings = settings_store.load()
         if self.settings.window.theme != "system":
             apply_theme(self.settings.window.theme)
@@ -195,6 +204,9 @@ class MainWindow(QMainWindow):
 
         self.language_offer: LanguageOffer | None = None
         self.models_dialog: ModelsDialog | None = None
+        self.model_offer: MissingModelOffer | None = None
+        self.first_run_dialog: FirstRunDialog | None = None
+        self.download_notice: DownloadFailedNotice | None = None
         build_menus(self)
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
@@ -352,6 +364,8 @@ class MainWindow(QMainWindow):
             )
         self.statusBar().showMessage(message, 8000)
         self.refresh()
+        if self.selected_job_id() is None:
+            self.select_job(jobs[0].id)  # its transcript shows here when it is done, without a click on the row
         self.bridge.wake()
         ids = [job.id for job in jobs]
         run_off_main_thread(lambda: self._probe_durations(ids), self._durations_probed, name="probe-durations")
@@ -478,6 +492,46 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    def offer_first_run(self) -> FirstRunDialog | None:
+        """On the first start, the page that recommends a model for this computer (once answered, never again)."""
+        if not self.first_start or self.settings.window.first_run_done:
+            return None
+        return self.open_first_run()
+
+    def open_first_run(self, machine: Machine | None = None) -> FirstRunDialog:
+        """Help › Choose a speech model…: this computer, the model for it, download or start with the built-in one.
+        ``machine``: readings to use instead of reading this computer (tests)."""
+        dialog = FirstRunDialog(self, machine=machine)
+        dialog.model_chosen.connect(self._use_model)
+        dialog.finished.connect(lambda _result: self._first_run_answered())
+        self.first_run_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _use_model(self, name: str) -> None:
+        self.apply_settings(self.settings.with_job(model=name))
+        self.statusBar().showMessage(f"New jobs are transcribed with {name}.", 10000)
+
+    def _first_run_answered(self) -> None:
+        if not self.settings.window.first_run_done:
+            self.settings = self.settings.with_window(first_run_done=True)
+            self.settings_store.save(self._with_window_state(self.settings))
+
+    def say_download_failed(self, name: str, what: str) -> DownloadFailedNotice:
+        """A model chosen in Settings did not arrive: say so, with a button that tries the download again."""
+        kept = self.settings.job.model or "the best model on this computer"
+        notice = DownloadFailedNotice(self, name, kept, what)
+        notice.buttonClicked.connect(lambda button: self._retry_download(notice, button))
+        self.download_notice = notice
+        self.statusBar().showMessage(f"{name} was not downloaded; new jobs keep using {kept}.", 15000)
+        notice.open()
+        return notice
+
+    def _retry_download(self, notice: DownloadFailedNotice, button: object) -> None:
+        if button is notice.retry_button:
+            self.models_dialog = self.open_models(notice.model)
+            self.models_dialog.downloaded.connect(self._use_model)
+
     def retry_with(self, job_id: int, what: str, options: JobOptions) -> None:
         """Queue a failed job again with ``options`` (the current settings with one change, for this job only)."""
         if self._guard("retry", lambda: self.store.retry(job_id, options)):
@@ -582,6 +636,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Failed: {event.message}", 15000)
             if event.error_type == "LanguageMismatchError" and event.job_id is not None:
                 self.offer_multilingual(event.job_id, event.message or "")
+            elif event.error_type == "ModelNotFoundError" and event.job_id is not None:
+                offer_missing_model(self, event.job_id)
         elif event.kind == "done":
             self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 15000)
         elif event.kind == "started":
@@ -723,8 +779,15 @@ class MainWindow(QMainWindow):
         from app.gui.settings_dialog import SettingsDialog
 
         dialog = SettingsDialog(self.settings, self._token_stored(), self)
+        if self.first_run_dialog is not None and self.first_run_dialog.recommendation is not None:
+            dialog.set_recommended(self.first_run_dialog.recommendation.best.model)
         if dialog.exec():
-            self.apply_settings(dialog.result_settings(), dialog.new_token(), dialog.token_cleared)
+            self.settings_accepted(dialog)
+
+    def settings_accepted(self, dialog: SettingsDialog) -> None:
+        self.apply_settings(dialog.result_settings(), dialog.new_token(), dialog.token_cleared)
+        if dialog.download_failure is not None:
+            self.say_download_failed(*dialog.download_failure)
 
     @staticmethod
     def _token_stored() -> bool:

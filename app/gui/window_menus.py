@@ -84,4 +84,5 @@ def build_menus(window: MainWindow) -> None:
         window.theme_actions.addAction(action)
         theme_menu.addAction(action)
     help_menu = menu.addMenu("&Help")
+    help_menu.addAction(window._action("Choose a speech model…", None, lambda: window.open_first_run()))
     help_menu.addAction(window._action("About Scriba", None, window._about))

@@ -83,6 +83,8 @@ class WindowState:
     splitter: str | None = None
     last_folder: str | None = None
     theme: str = "system"  # or "light", "dark" (View › Theme)
+    # The first-run page (what this computer can run, which model) was answered; it does not open again by itself.
+    first_run_done: bool = False
 
 
 @dataclass(frozen=True)
