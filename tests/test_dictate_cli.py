@@ -82,6 +82,18 @@ def test_saved_session_is_a_done_job_that_exports(tmp_path: Path, dictation_wav:
     assert metrics.wer(printed, exported) == 0.0  # the queue keeps exactly what was shown
 
 
+def test_saving_where_a_file_stands_is_refused_in_words(tmp_path: Path, dictation_wav: Path) -> None:
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file, not a folder")
+    data = tmp_path / "data"
+    result = scriba("--data-dir", str(data), "dictate", "--from-file", str(dictation_wav), "--save", str(blocker))
+    assert result.returncode == 1, result.stderr
+    assert f"scriba: error: Could not save the dictation to {blocker}:" in result.stderr, result.stderr
+    assert "unexpected" not in result.stderr and "Traceback" not in result.stderr
+    assert blocker.read_text() == "a file, not a folder"  # nothing replaced it
+    assert result.stdout.strip(), "the text was still shown as it was spoken"
+
+
 def test_realtime_needs_a_file() -> None:
     result = scriba("dictate", "--realtime")
     assert result.returncode == 2 and "--from-file" in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,12 +55,8 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 if TYPE_CHECKING:
-    from app.core.desktop.output import DesktopTextOutput
-    from app.core.dictation.stream import DictationOptions, EventCallback
-
-
-def _input_device(text: str | None) -> int | str | None:
-    return int(text) if text is not None and text.isdigit() else text
+    from app.core.dictation.controller import ControllerEvent, DictationController
+    from app.core.queue.jobs import JobStore
 
 
 def cmd_dictate(args: argparse.Namespace) -> int:
@@ -94,192 +91,150 @@ def cmd_dictate(args: argparse.Namespace) -> int:
         )
         return ExitCode.USAGE
 
-    from app.core.desktop.output import DesktopTextOutput
     from app.core.desktop.session import DesktopError
-
-    desktop: DesktopTextOutput | None = None
-    if args.type or args.copy:
-        try:
-            desktop = DesktopTextOutput(
-                "type" if args.type else "copy",
-                on_error=lambda message: print(f"scriba: {message}", file=sys.stderr, flush=True),
-            )
-        except DesktopError as error:
-            print(f"scriba: error: {error}", file=sys.stderr)
-            return ExitCode.FAILED
-        if desktop.notice:
-            print(f"scriba: {desktop.notice}", file=sys.stderr, flush=True)
-    try:
-        return _dictate(args, desktop)
-    finally:
-        if desktop is not None:
-            desktop.close()  # every final is typed (or copied) before the command ends
-
-
-def _dictate(args: argparse.Namespace, desktop: DesktopTextOutput | None) -> int:
-    import json
-    import signal
-    import threading
-
-    from app.core.dictation.session import Dictation
-    from app.core.dictation.sources import FileSource, MicrophoneSource
-    from app.core.dictation.stream import DictationEvent, DictationOptions
+    from app.core.dictation.controller import DictationController, SaveError, input_device
+    from app.core.dictation.sources import FileSource
+    from app.core.dictation.stream import DictationOptions
     from app.core.engine.transcribe import select_device
     from app.core.errors import ScribaError
 
-    interactive = sys.stdout.isatty() and not args.jsonl
-    finals: list[DictationEvent] = []
-    output_lock = threading.Lock()
-
-    def show(event: DictationEvent) -> None:
-        with output_lock:
-            if event.type == "final":
-                finals.append(event)
-            if args.jsonl:
-                if event.type in ("partial", "final"):
-                    print(json.dumps(event.to_json()), flush=True)
-            elif event.type == "status":
-                print(f"\r\033[K[{event.text}]" if interactive else f"[{event.text}]", file=sys.stderr, flush=True)
-            elif interactive:
-                # The partial on the current line, dimmed; a final replaces it and moves on to a new line.
-                if event.type == "partial":
-                    print(f"\r\033[K\033[2m{event.text}\033[0m", end="", flush=True)
-                else:
-                    print(f"\r\033[K{event.text}", flush=True)
-            elif event.type == "final":
-                print(event.text, flush=True)
-            # Finals only: a partial is replaced a moment later, and typed keys cannot be taken back.
-            if desktop is not None and event.type == "final":
-                desktop.send(event.text)
-
+    printer = _Printer(args)
     try:
         device, _ = select_device(args.compute_device)
         options = DictationOptions(
             model=args.model, final_model=args.final_model, language=args.language, device=device
         )
-        if args.hotkey is not None:
-            return _dictate_on_hotkey(args, options, show, desktop)
-        source = (
-            FileSource(args.from_file, realtime=args.realtime)
-            if args.from_file is not None
-            else MicrophoneSource(_input_device(args.device))
-        )
-        dictation = Dictation(options, source, show)
-        if args.from_file is not None:
-            dictation.run()
-        else:
-            stop = CancelToken()
-            previous = signal.signal(signal.SIGINT, lambda *_: stop.cancel())
-            signal.signal(signal.SIGTERM, lambda *_: stop.cancel())
-            try:
-                dictation.start()
-                # Always on stderr (never mixed into --jsonl): scripts and tests wait for it before speaking.
-                print("Listening; Ctrl+C stops (everything said before it is kept).", file=sys.stderr, flush=True)
-                stop.wait()
-            finally:
-                signal.signal(signal.SIGINT, previous)
-                dictation.stop()  # flushes: the words said before Ctrl+C become final
-    except (ScribaError, ValueError, OSError) as error:
+    except (ScribaError, ValueError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.FAILED
-    if args.save is not None:
-        from app.core.dictation.save import save_dictation
-        from app.core.queue.jobs import JobStore
+    from_file = args.from_file
+    controller = DictationController(
+        options,
+        printer,
+        source_factory=(lambda _device: FileSource(from_file, realtime=args.realtime)) if from_file else None,
+        device=input_device(args.device),
+        output_mode="type" if args.type else ("copy" if args.copy else None),
+        # One output for the whole command: the text of one hotkey press follows the last one's with a space.
+        keep_output=True,
+        stop_at_end=from_file is not None,
+    )
+    try:
+        if not controller.prepare_output():  # a refusal (no X11, no clipboard tool) before the model loads
+            return ExitCode.FAILED
+        if args.hotkey is not None:
+            try:
+                controller.set_hotkey(args.hotkey, args.hotkey_mode)  # before the model loads: a held key is said
+            except DesktopError as error:
+                print(f"scriba: error: {error}", file=sys.stderr)
+                return ExitCode.FAILED
+            return _on_hotkey(controller, printer)
+        if from_file is not None:
+            controller.start()
+            while not controller.wait(0.1):  # Ctrl+C: KeyboardInterrupt here, and close() below flushes
+                pass
+        else:
+            _until_interrupted(controller, lambda: not controller.wait(0.1), start=True)
+        if printer.failed:
+            return ExitCode.FAILED
+        if args.save is not None:
+            try:
+                saved = controller.save(args.save, _store(args))
+            except SaveError as error:
+                print(f"scriba: error: {error}", file=sys.stderr)
+                return ExitCode.FAILED
+            where = f"; queued as job {saved.job.id}" if saved.job else ""
+            print(f"saved {saved.audio}{where}", file=sys.stderr)
+        return ExitCode.OK
+    finally:
+        controller.close()  # every final is typed (or copied) before the command ends
 
-        decoder = dictation.decoder
-        saved = save_dictation(
-            dictation.recording(),
-            finals,
-            args.save,
-            store=JobStore(resolve_data_dir(args.data_dir)),
-            model=args.model,
-            language=getattr(decoder, "language", None) or args.language,
-            device=device,
-        )
-        where = f"; queued as job {saved.job.id}" if saved.job else ""
-        print(f"saved {saved.audio}{where}", file=sys.stderr)
-    return ExitCode.OK
+
+def _store(args: argparse.Namespace) -> JobStore:
+    from app.core.queue.jobs import JobStore
+
+    return JobStore(resolve_data_dir(args.data_dir))
 
 
-def _dictate_on_hotkey(
-    args: argparse.Namespace, options: DictationOptions, show: EventCallback, desktop: DesktopTextOutput | None
-) -> int:
-    """The microphone opens only while the hotkey says "listen"; each listening period is one dictation session
-    (stopping one flushes it: every word said becomes final, and is typed). The model is loaded once, before the
-    first press, so listening starts at once."""
-    import queue
+def _until_interrupted(controller: DictationController, going: Callable[[], bool], *, start: bool) -> None:
+    """Run until Ctrl+C (or SIGTERM), or until ``going()`` says no; the run listening then is stopped and flushed
+    (every word said before Ctrl+C is kept)."""
     import signal
 
-    from app.core.desktop.session import DesktopError
-    from app.core.desktop.x11_hotkey import HotkeySwitch, X11GlobalHotkey, check_hotkey_support, parse_hotkey
-    from app.core.dictation.session import Dictation
-    from app.core.dictation.sources import AudioInputError, MicrophoneSource
-
-    try:
-        check_hotkey_support()
-        hotkey = parse_hotkey(args.hotkey)
-    except DesktopError as error:
-        print(f"scriba: error: {error}", file=sys.stderr)
-        return ExitCode.FAILED
-    # The hotkey's thread only posts what to do; this thread opens and closes the microphone, so a slow flush
-    # never blocks the listener (a release during the flush is still seen).
-    commands: queue.SimpleQueue[str] = queue.SimpleQueue()
-    switch = HotkeySwitch(args.hotkey_mode, lambda: commands.put("start"), lambda: commands.put("stop"))
-
-    def pressed() -> None:
-        if desktop is not None:
-            desktop.hold()  # the X server gives the keyboard to the hotkey's grab until the key is released
-        switch.pressed()
-
-    def released() -> None:
-        switch.released()
-        if desktop is not None:
-            desktop.release()
-
-    listener = X11GlobalHotkey(hotkey, pressed, released)
     stop = CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.cancel())
     signal.signal(signal.SIGTERM, lambda *_: stop.cancel())
-    how = "hold it while you speak" if args.hotkey_mode == "push" else "press it again to stop"
-    active: Dictation | None = None
-    sessions = 0
-    first = Dictation(options, MicrophoneSource(_input_device(args.device)), show)
     try:
-        listener.start()  # before the model loads: a key another program holds is said at once
-        first.load()
-        print(f"Ready: press {hotkey.text} to dictate ({how}); Ctrl+C quits.", file=sys.stderr, flush=True)
-        while not stop.cancelled:
-            try:
-                command = commands.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if command == "start" and active is None:
-                # A Dictation runs once: the first period uses the one that loaded the model, later ones share it.
-                active = (
-                    first
-                    if sessions == 0
-                    else Dictation(options, MicrophoneSource(_input_device(args.device)), show, decoder=first.decoder)
-                )
-                sessions += 1
-                try:
-                    active.start()
-                except AudioInputError as error:
-                    # The microphone is busy or gone: say so and wait for the next press (it may be back then).
-                    active = None
-                    switch.reset()
-                    print(f"scriba: error: {error}", file=sys.stderr, flush=True)
-                    continue
-                print("Listening.", file=sys.stderr, flush=True)
-            elif command == "stop" and active is not None:
-                active.stop()
-                active = None
-                print(f"Paused; press {hotkey.text} to dictate.", file=sys.stderr, flush=True)
-    except DesktopError as error:
-        print(f"scriba: error: {error}", file=sys.stderr)
-        return ExitCode.FAILED
+        if start:
+            controller.start()
+        while going() and not stop.wait(0.1):
+            pass
     finally:
         signal.signal(signal.SIGINT, previous)
-        listener.stop()
-        if active is not None:
-            active.stop()
+        controller.stop()
+        controller.wait()
+
+
+def _on_hotkey(controller: DictationController, printer: _Printer) -> int:
+    """The microphone opens only while the hotkey says "listen"; each listening period is one run (stopping one
+    flushes it: every word said becomes final, and is typed). The model is loaded once, before the first
+    press, so listening starts at once."""
+    hotkey = controller.hotkey
+    assert hotkey is not None
+    if not controller.load():
+        return ExitCode.FAILED
+    how = "hold it while you speak" if controller.hotkey_mode == "push" else "press it again to stop"
+    printer.hotkey = hotkey.hotkey.text
+    print(f"Ready: press {printer.hotkey} to dictate ({how}); Ctrl+C quits.", file=sys.stderr, flush=True)
+    _until_interrupted(controller, lambda: True, start=False)
     return ExitCode.OK
+
+
+class _Printer:
+    """The controller's events as the terminal shows them: text on stdout (the partial dimmed on the current
+    line at a terminal, finals only otherwise, or one JSON object an event with --jsonl), the rest on stderr.
+    Events come from several threads: one lock keeps their lines whole."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import threading
+
+        self.jsonl = bool(args.jsonl)
+        self.interactive = sys.stdout.isatty() and not self.jsonl
+        self.hotkey: str | None = None  # set once the hotkey is had: the lines then say how to go on
+        self.failed = False  # a problem ended a run
+        self._lock = threading.Lock()
+
+    def __call__(self, event: ControllerEvent) -> None:
+        import json
+
+        from app.core.dictation.controller import Heard, Listening, Notice, Problem, RunEnded
+
+        with self._lock:
+            if isinstance(event, Heard):
+                self._show(event.event.type, event.event.text, json.dumps(event.event.to_json()))
+            elif isinstance(event, Problem):
+                self.failed = self.failed or event.ended
+                prefix = "scriba: error: " if event.ended else "scriba: "
+                print(f"{prefix}{event.message}", file=sys.stderr, flush=True)
+            elif isinstance(event, Notice):
+                print(f"scriba: {event.text}", file=sys.stderr, flush=True)
+            elif isinstance(event, Listening):
+                # Always on stderr (never mixed into --jsonl): scripts and tests wait for it before speaking.
+                line = "Listening." if self.hotkey else "Listening; Ctrl+C stops (everything said before it is kept)."
+                print(line, file=sys.stderr, flush=True)
+            elif isinstance(event, RunEnded) and self.hotkey and event.listened:
+                print(f"Paused; press {self.hotkey} to dictate.", file=sys.stderr, flush=True)
+
+    def _show(self, kind: str, text: str, as_json: str) -> None:
+        if self.jsonl:
+            if kind in ("partial", "final"):
+                print(as_json, flush=True)
+        elif kind == "status":
+            print(f"\r\033[K[{text}]" if self.interactive else f"[{text}]", file=sys.stderr, flush=True)
+        elif self.interactive:
+            # The partial on the current line, dimmed; a final replaces it and moves on to a new line.
+            if kind == "partial":
+                print(f"\r\033[K\033[2m{text}\033[0m", end="", flush=True)
+            else:
+                print(f"\r\033[K{text}", flush=True)
+        elif kind == "final":
+            print(text, flush=True)

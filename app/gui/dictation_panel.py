@@ -1,29 +1,23 @@
 """The dictation panel: speak, watch the text appear (partials lighter, finals normal), copy it or keep it.
 
-Threading: each Start runs one *session thread* (:func:`_run_session`) that builds the audio source, loads the
-model (seconds), starts :class:`Dictation` and, when Stop is asked for, calls :meth:`Dictation.stop` (which
-joins the decoder and flushes: a decode's time). So the main thread never waits on a model or a decode. The
-engine calls ``on_event`` on its worker thread; that callback only hands the event to a callable from
-:func:`app.gui.main_thread.deliver_on_main_thread`, so every widget is touched on the main thread alone. Each
-report carries the session's number: a late event from a session that has ended is dropped.
+The panel drives a :class:`app.core.dictation.controller.DictationController` and only shows its events: the
+controller loads the model, starts and stops runs (from Start, the window's shortcut or the global hotkey),
+types finals into other programs and keeps the session's audio and finals for Save. Its events come from its
+threads; :func:`app.gui.main_thread.deliver_on_main_thread` carries each to the main thread, in order, so every
+widget is touched there alone. An event of a run that has been superseded is dropped.
 
-A panel *session* spans the Start/Stop runs since the last Clear or Save: Stop then Start continues the text
+A dictation *session* spans the Start/Stop runs since the last Clear or Save: Stop then Start continues the text
 (and the audio) instead of discarding it, and Save keeps all of it as one recording and one job.
 
-Dictating into other programs: each final can also be typed into the window that has the focus, or kept on the
-clipboard (:class:`DesktopTextOutput`, fed on the dictation worker thread, closed by the session thread after
-the flush), and a global hotkey starts and stops the panel while another program has the focus (toggle, or
-push-to-talk). A floating badge says "Listening" meanwhile, since Scriba's window is then out of sight.
+While the text goes to another program (typed or copied) or a global hotkey is set, a floating badge says
+"Listening", since Scriba's window is then out of sight.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import sqlite3
-import threading
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -43,128 +37,46 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.cancel import CancelToken
-from app.core.desktop.output import DesktopTextOutput, OutputMode
+from app.core.desktop.output import OutputMode
 from app.core.desktop.session import DesktopError
-from app.core.desktop.x11_hotkey import HotkeyMode
-from app.core.dictation.save import SavedDictation, save_dictation
-from app.core.dictation.session import Dictation
-from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource, list_input_devices
-from app.core.dictation.stream import DictationEvent, DictationOptions
-from app.core.engine.audio import SAMPLE_RATE
+from app.core.desktop.x11_hotkey import HotkeyMode, X11GlobalHotkey
+from app.core.dictation.controller import (
+    ControllerEvent,
+    DictationController,
+    DictationState,
+    Heard,
+    InputDevice,
+    Listening,
+    ModelLoading,
+    Notice,
+    Problem,
+    RunEnded,
+    RunEvent,
+    RunStarting,
+    SaveError,
+    SourceFactory,
+    Stopping,
+    microphone_source,
+)
+from app.core.dictation.save import SavedDictation
+from app.core.dictation.sources import AudioInputError, list_input_devices
+from app.core.dictation.stream import DictationOptions
 from app.core.paths import data_dir
 from app.core.queue.jobs import JobStore
-from app.core.transcript.document import Word
 from app.gui.dictation_model import DictationModelPicker
-from app.gui.global_hotkey import GlobalHotkey
 from app.gui.listening_indicator import ListeningIndicator
 from app.gui.main_thread import deliver_on_main_thread
 from app.gui.theme import mix_colours
 
 log = logging.getLogger(__name__)
 
-InputDevice = int | str | None  # a PortAudio device index or name; None: the system's default input
-SourceFactory = Callable[[InputDevice], AudioSource]
+__all__ = ["DictationPanel", "InputDevice", "PanelState", "SourceFactory"]
 
 METER_FLOOR_DB = -60.0  # the level meter's empty end: quieter than a quiet room through a typical microphone
 METER_INTERVAL_MS = 50  # 20 Hz: smooth enough for the eye, a negligible cost for the main thread
-JOIN_TIMEOUT_S = 10.0  # how long closing the window waits for a session to flush
+JOIN_TIMEOUT_S = 10.0  # how long closing the window waits for a run to flush
 
-
-class PanelState(Enum):
-    IDLE = "idle"
-    LOADING = "loading"  # the session thread is opening the input and loading the model
-    RUNNING = "running"
-    STOPPING = "stopping"  # Dictation.stop() is flushing the last words
-
-
-def microphone_source(device: InputDevice) -> AudioSource:
-    return MicrophoneSource(device)
-
-
-def _shifted(event: DictationEvent, offset: float) -> DictationEvent:
-    """The event on the panel session's clock: a second run's audio follows the first run's in the recording."""
-    if offset == 0:
-        return event
-    words = tuple(Word(word.start + offset, word.end + offset, word.word, word.probability) for word in event.words)
-    return dataclasses.replace(
-        event, start=event.start + offset, end=event.end + offset, emitted_at=event.emitted_at + offset, words=words
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Reports:
-    """How a session's threads report: each call runs the panel's slot on the main thread, in the order of the
-    calls (:func:`app.gui.main_thread.deliver_on_main_thread`). Every report names its session's number."""
-
-    arrived: Callable[[tuple[int, DictationEvent]], None]
-    started: Callable[[int], None]  # the model is loaded and audio flows
-    finished: Callable[[tuple[int, str | None]], None]  # the error message, or None
-
-
-class _Session:
-    """One Start…Stop run; shared by the main thread and its session thread."""
-
-    def __init__(self, number: int, offset: float) -> None:
-        self.number = number
-        self.offset = offset  # seconds of panel-session audio recorded before this run
-        self.stop_requested = CancelToken()
-        # Set by the session thread before it emits ``started`` and never changed after; the main thread reads
-        # it only after that signal (the level meter, the recording at the end).
-        self.dictation: Dictation | None = None
-        self.thread: threading.Thread | None = None
-        self.output: DesktopTextOutput | None = None  # where finals are typed or copied, besides the panel
-
-
-def _error_text(error: BaseException) -> str:
-    return str(error) or type(error).__name__
-
-
-def _run_session(
-    session: _Session,
-    reports: _Reports,
-    source_factory: SourceFactory,
-    device: InputDevice,
-    options: DictationOptions,
-) -> None:
-    """The session thread: open, load, start; wait for Stop; flush. Reports through ``reports`` only."""
-    number = session.number
-
-    output = session.output
-
-    def deliver(event: DictationEvent) -> None:  # on the dictation worker thread: no widget is touched
-        if output is not None and event.type == "final":
-            output.send(event.text)  # finals only: a partial changes, and typed keys cannot be taken back
-        reports.arrived((number, event))
-
-    error: str | None = None
-    dictation: Dictation | None = None
-    started = False
-    try:
-        dictation = Dictation(options, source_factory(device), deliver)
-        dictation.load()
-        if not session.stop_requested.cancelled:  # Stop while the model was loading: do not open the input
-            dictation.start()
-            started = True
-            session.dictation = dictation
-            reports.started(number)
-            session.stop_requested.wait()
-    except AudioInputError as problem:
-        error = f"Microphone: {_error_text(problem)}"
-    except Exception as problem:  # a missing model, a refused compute type, …: shown, never a dead window
-        log.exception("dictation could not start")
-        error = _error_text(problem)
-    finally:
-        if started and dictation is not None:
-            try:
-                dictation.stop()  # flushes: every word heard so far becomes final (emitted before this returns)
-            except Exception as problem:  # the worker failed mid-session; stop() re-raises its error
-                log.exception("dictation failed")
-                error = error or _error_text(problem)
-        if output is not None:
-            output.close()  # the flushed finals are typed before the panel hears that the run is over
-        # Always last: events emitted above are queued before it, so the panel sees every final first.
-        reports.finished((number, error))
+PanelState = DictationState  # what the panel shows: the controller's state as its events have told it
 
 
 class DictationPanel(QWidget):
@@ -192,45 +104,35 @@ class DictationPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("dictationPanel")
         self.setAccessibleName("Dictation")
-        self.options = options or DictationOptions()
-        if self.options.model is None:
+        options = options or DictationOptions()
+        if options.model is None:
             raise ValueError("dictation needs a named model (the saved job records it)")
+        # A report racing the panel's deletion is dropped: Qt disconnects a dead receiver.
+        self.controller = DictationController(
+            options, deliver_on_main_thread(self._on_controller_event), source_factory=source_factory
+        )
         self._source_factory = source_factory
         self.store = store
         self.save_directory = save_directory or (lambda: data_dir() / "dictations")
         self.state = PanelState.IDLE
-        self._session: _Session | None = None
-        self._session_numbers = 0
+        self._run = 0  # the run the panel shows
         self._devices_listed = False
         self._microphone_problem: str | None = None
-        # The panel session (since the last Clear or Save): finals on the panel clock, and each run's audio.
-        self._events: list[DictationEvent] = []
-        self._recordings: list[np.ndarray] = []
-        self._language: str | None = None
-        self._saved = False
         # What the text view shows: the final text, then the partial from ``_partial_start`` to the end.
         self._final_text = ""
         self._partial_text = ""
         self._partial_start = 0
         self._run_has_final = False
         self.output_mode: OutputMode | None = None  # None: the text stays in the panel
-        self.hotkey: GlobalHotkey | None = None
-        self.hotkey_mode: HotkeyMode = "toggle"
-        self._hotkey_down = False
         self._indicator: ListeningIndicator | None = None
-
-        # A report racing the panel's deletion is dropped: Qt disconnects a dead receiver.
-        self.reports = _Reports(
-            arrived=deliver_on_main_thread(self._on_event),
-            started=deliver_on_main_thread(self._on_started),
-            finished=deliver_on_main_thread(self._on_finished),
-        )
 
         self.device_combo = QComboBox()
         self.device_combo.setAccessibleName("Input device")
         self.device_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.device_combo.setMinimumContentsLength(16)
         self.device_combo.addItem("System default", None)
+        # The hotkey starts runs too: the controller always knows the chosen input.
+        self.device_combo.currentIndexChanged.connect(self._device_chosen)
         self.refresh_button = QToolButton()
         self.refresh_button.setText("↻")
         self.refresh_button.setToolTip("List the input devices again")
@@ -340,7 +242,16 @@ class DictationPanel(QWidget):
     @source_factory.setter
     def source_factory(self, factory: SourceFactory | None) -> None:
         self._source_factory = factory
+        self.controller.source_factory = factory or microphone_source
         self._update_buttons()
+
+    @property
+    def options(self) -> DictationOptions:
+        return self.controller.options
+
+    @options.setter
+    def options(self, options: DictationOptions) -> None:
+        self.controller.options = options  # from the next Start: a different model is loaded then
 
     def showEvent(self, event: QShowEvent) -> None:
         # Listing initialises PortAudio (it probes ALSA, which takes a moment): only once someone looks.
@@ -379,6 +290,10 @@ class DictationPanel(QWidget):
         data = self.device_combo.currentData()
         return int(data) if data is not None else None
 
+    @Slot()
+    def _device_chosen(self) -> None:
+        self.controller.device = self.selected_device()
+
     # ------------------------------------------------------------------------------------------- start/stop
 
     @Slot()
@@ -390,7 +305,6 @@ class DictationPanel(QWidget):
             self.stop()
 
     def _model_chosen(self, model: str, language: str | None, final_model: str | None) -> None:
-        # From the next Start.
         self.options = dataclasses.replace(self.options, model=model, language=language, final_model=final_model)
 
     def can_start(self) -> bool:
@@ -399,112 +313,83 @@ class DictationPanel(QWidget):
     def start(self) -> None:
         if not self.can_start():
             return
-        output = None
-        if self.output_mode is not None:
-            # Made here, not on the session thread: a refusal (no X11, no clipboard tool) is said at once, and a
-            # push-to-talk key already down holds the typing from the first final on.
-            try:
-                number, reports = self._session_numbers + 1, self.reports
-                output = DesktopTextOutput(
-                    self.output_mode,
-                    # On the output's thread: reported to the main thread, as the engine's events are.
-                    on_error=lambda text: reports.arrived((number, _status_event(f"Typing: {text}"))),
-                )
-            except DesktopError as error:
-                self._show_message(str(error))
-                self.message.emit(f"Dictation: {error}")
-                return
-            if self._hotkey_down:
-                output.hold()
-        if self._saved:
+        if self.controller.saved:
             self.clear()  # the previous session is kept in the queue: a new one begins
-        self._session_numbers += 1
-        session = self._session = _Session(self._session_numbers, self._recorded_seconds())
-        session.output = output
-        session.thread = threading.Thread(
-            target=_run_session,
-            args=(
-                session,
-                self.reports,
-                self._source_factory or microphone_source,
-                self.selected_device(),
-                self.options,
-            ),
-            name="dictation-session",
-            daemon=True,  # a wedged audio driver must not keep the process alive after the window closed
-        )
-        self._run_has_final = False
-        self._show_message(output.notice if output is not None and output.notice else "")
-        self._set_status("Loading model…")
-        self._set_state(PanelState.LOADING)
-        session.thread.start()
+        self.controller.device = self.selected_device()
+        self.controller.output_mode = self.output_mode
+        # Shown at once, not when the event comes: the button offers Stop from the click on.
+        if self.controller.start():
+            self._run_starting(self.controller.run_number)
 
     def stop(self) -> None:
-        """Ask the session to stop; the last words arrive as finals, then the panel is idle again."""
-        session = self._session
-        if session is None or self.state not in (PanelState.LOADING, PanelState.RUNNING):
+        """Ask the run to stop; the last words arrive as finals, then the panel is idle again."""
+        if self.state not in (PanelState.LOADING, PanelState.RUNNING):
             return
-        self._set_status("Finishing…")
-        self._set_state(PanelState.STOPPING)
-        session.stop_requested.cancel()
+        self._run_stopping()
+        self.controller.stop()
 
     def shutdown(self, timeout: float = JOIN_TIMEOUT_S) -> None:
-        """Stop and wait for the session thread (the window is closing). An unsaved session is lost."""
+        """Stop and wait for the run (the window is closing); the hotkey is given back. An unsaved session is
+        lost."""
         self._meter_timer.stop()
-        self.set_hotkey(None)
+        self.controller.close(timeout)
         if self._indicator is not None:
             self._indicator.close()
-        session = self._session
-        if session is None:
-            return
-        session.stop_requested.cancel()
-        if session.thread is not None:
-            session.thread.join(timeout)
-            if session.thread.is_alive():
-                log.warning("the dictation session did not stop within %.0f s", timeout)
-
-    @Slot(int)
-    def _on_started(self, number: int) -> None:
-        session = self._session
-        if session is None or number != session.number or self.state is not PanelState.LOADING:
-            return  # a late signal, or Stop was pressed meanwhile (the session thread stops by itself)
-        self._set_status("Listening")
-        self._set_state(PanelState.RUNNING)
 
     @Slot(object)
-    def _on_finished(self, report: tuple[int, str | None]) -> None:
-        number, error = report
-        session = self._session
-        if session is None or number != session.number:
+    def _on_controller_event(self, event: ControllerEvent) -> None:
+        if isinstance(event, ModelLoading):
+            if self.state is PanelState.LOADING:
+                self._set_status("Loading model…")
             return
-        self._session = None
-        dictation = session.dictation
-        if dictation is not None:
-            recording = dictation.recording()
-            if recording.size:
-                self._recordings.append(recording)
-            # An English-only model says "en"; a multilingual one says what it detected (None: nothing heard).
-            self._language = getattr(dictation.decoder, "language", None) or self._language
-        self._set_partial("")
-        self._set_state(PanelState.IDLE)
-        self._set_status("")
-        if error is not None:
-            self._show_message(error)
-            self.message.emit(f"Dictation: {error}")
+        run = event.run if isinstance(event, RunEvent) else self._run
+        if run < self._run:
+            return  # a run the panel has moved on from
+        if isinstance(event, Problem):
+            if event.ended:
+                self._show_message(event.text)
+                self.message.emit(f"Dictation: {event.text}")
+            else:
+                self._set_status(event.text)
+        elif isinstance(event, RunStarting):
+            if event.new_session:
+                self._clear_view()
+            self._run_starting(event.run)
+        elif isinstance(event, Notice):
+            self._show_message(event.text)
+        elif run != self._run:
+            return
+        elif isinstance(event, Heard):
+            if event.event.type == "final":
+                self._add_final(event.event.text)
+            elif event.event.type == "partial":
+                self._set_partial(event.event.text)
+            else:
+                self._set_status(event.event.text)
+        elif isinstance(event, Listening):
+            if self.state is PanelState.LOADING:
+                self._set_status("Listening")
+                self._set_state(PanelState.RUNNING)
+        elif isinstance(event, Stopping):
+            if self.state in (PanelState.LOADING, PanelState.RUNNING):
+                self._run_stopping()
+        elif isinstance(event, RunEnded):
+            self._set_partial("")
+            self._set_state(PanelState.IDLE)
+            self._set_status("")
 
-    @Slot(object)
-    def _on_event(self, report: tuple[int, DictationEvent]) -> None:
-        number, event = report
-        session = self._session
-        if session is None or number != session.number:
-            return
-        if event.type == "final":
-            self._events.append(_shifted(event, session.offset))
-            self._add_final(event.text)
-        elif event.type == "partial":
-            self._set_partial(event.text)
-        else:
-            self._set_status(event.text)
+    def _run_starting(self, run: int) -> None:
+        if run == self._run:
+            return  # already shown: the panel started it itself
+        self._run = run
+        self._run_has_final = False
+        self._show_message("")
+        self._set_status("Loading model…")
+        self._set_state(PanelState.LOADING)
+
+    def _run_stopping(self) -> None:
+        self._set_status("Finishing…")
+        self._set_state(PanelState.STOPPING)
 
     def _set_state(self, state: PanelState) -> None:
         self.state = state
@@ -524,31 +409,21 @@ class DictationPanel(QWidget):
         self.device_combo.setEnabled(idle)
         self.refresh_button.setEnabled(idle)
         self.model_picker.setEnabled(idle)
-        self.clear_button.setEnabled(idle and (bool(self._final_text) or bool(self._recordings)))
+        self.clear_button.setEnabled(idle and (bool(self._final_text) or self.controller.recorded_seconds > 0))
         self.save_button.setEnabled(self.can_save())
         self.copy_button.setEnabled(bool(self._final_text))
 
     @Slot()
     def _update_meter(self) -> None:
-        session = self._session
-        if session is None or session.dictation is None:
-            return
-        dictation = session.dictation
         # A float written by the source thread; reading it here is safe (one attribute read) and cheap.
-        level = max(METER_FLOOR_DB, min(0.0, dictation.level_dbfs))
+        level = max(METER_FLOOR_DB, min(0.0, self.controller.level_dbfs))
         self.level_meter.setValue(round(level - METER_FLOOR_DB))
         seconds = int(self.elapsed())
         self.clock_label.setText(f"{seconds // 60}:{seconds % 60:02d}")
 
     def elapsed(self) -> float:
-        """Seconds of audio in the panel session: the runs before this one, and this one so far."""
-        session = self._session
-        if session is None or session.dictation is None:
-            return self._recorded_seconds()
-        return session.offset + session.dictation.clock
-
-    def _recorded_seconds(self) -> float:
-        return sum(len(recording) for recording in self._recordings) / SAMPLE_RATE
+        """Seconds of audio in the session: the runs before this one, and this one so far."""
+        return self.controller.elapsed
 
     # ------------------------------------------------------------------------------------------- text
 
@@ -637,14 +512,13 @@ class DictationPanel(QWidget):
 
     @Slot()
     def clear(self) -> None:
-        """Discard the panel session: the text, its finals and the audio (only while idle)."""
-        if self.state is not PanelState.IDLE:
+        """Discard the session: the text, its finals and the audio (only while idle)."""
+        if self.state is not PanelState.IDLE or not self.controller.clear():
             return
+        self._clear_view()
+
+    def _clear_view(self) -> None:
         self.view.clear()
-        self._events.clear()
-        self._recordings.clear()
-        self._language = None
-        self._saved = False
         self._final_text = self._partial_text = ""
         self._partial_start = 0
         self._run_has_final = False
@@ -656,40 +530,23 @@ class DictationPanel(QWidget):
     # ------------------------------------------------------------------------------------------- save
 
     def can_save(self) -> bool:
-        return self.state is PanelState.IDLE and bool(self._recordings) and not self._saved
+        return self.state is PanelState.IDLE and self.controller.recorded_seconds > 0 and not self.controller.saved
 
     def recording(self) -> np.ndarray:
-        """The panel session's audio, every run one after another (16 kHz mono float32)."""
-        if not self._recordings:
-            return np.zeros(0, dtype=np.float32)
-        return np.concatenate(self._recordings)
+        """The session's audio, every run one after another (16 kHz mono float32)."""
+        return self.controller.recording()
 
     @Slot()
     def save(self) -> SavedDictation | None:
         """Write the audio to the save directory and add the text as a finished job (``saved`` says so)."""
         if not self.can_save():
             return None
-        directory = self.save_directory()
-        options = self.options
-        # "auto" is resolved inside the engine, which does not say to what: save_dictation's default stands then.
-        extra = {"compute_type": options.compute_type} if options.compute_type != "auto" else {}
         try:
-            saved = save_dictation(
-                self.recording(),
-                self._events,
-                directory,
-                store=self.store,
-                model=str(options.model),
-                language=self._language or options.language,
-                device=options.device,
-                **extra,
-            )
-        except (OSError, ValueError, sqlite3.Error) as error:  # a full disk, a read-only folder, a locked queue
-            text = f"Could not save the dictation to {directory}: {error}"
-            self._show_message(text)
-            self.message.emit(text)
+            saved = self.controller.save(self.save_directory(), self.store)
+        except SaveError as error:
+            self._show_message(str(error))
+            self.message.emit(str(error))
             return None
-        self._saved = True
         self._update_buttons()
         where = f"{saved.audio}" + (f" (job {saved.job.id} in the queue)" if saved.job is not None else "")
         self._set_status("Saved")
@@ -702,21 +559,24 @@ class DictationPanel(QWidget):
     def set_output_mode(self, mode: OutputMode | None) -> None:
         """Where finals go besides the panel (from the next Start): typed, copied, or nowhere else (None)."""
         self.output_combo.setCurrentIndex(max(0, self.output_combo.findData(mode)))
-        self.output_mode = mode
+        self.output_mode = self.controller.output_mode = mode
 
     @Slot()
     def _output_chosen(self) -> None:
-        self.output_mode = self.output_combo.currentData()
+        self.output_mode = self.controller.output_mode = self.output_combo.currentData()
         self._emit_desktop_settings()
+
+    @property
+    def hotkey(self) -> X11GlobalHotkey | None:
+        return self.controller.hotkey
+
+    @property
+    def hotkey_mode(self) -> HotkeyMode:
+        return self.controller.hotkey_mode
 
     def set_hotkey(self, keys: str | None, mode: HotkeyMode = "toggle") -> str | None:
         """Listen for ``keys`` ("ctrl+alt+d") system-wide, or for nothing (None or ""). Returns the problem in
         words when the hotkey cannot be had (it is then off), else None."""
-        if self.hotkey is not None:
-            self.hotkey.stop()
-            self.hotkey = None
-        self._hotkey_down = False
-        self.hotkey_mode = mode
         for widget, value in ((self.hotkey_edit, keys or ""), (self.hotkey_mode_combo, mode)):
             widget.blockSignals(True)
             if isinstance(widget, QLineEdit):
@@ -724,18 +584,13 @@ class DictationPanel(QWidget):
             else:
                 widget.setCurrentIndex(max(0, widget.findData(value)))
             widget.blockSignals(False)
-        if not keys:
-            return None
         try:
-            hotkey = GlobalHotkey(keys, self)
-            hotkey.start()
+            self.controller.set_hotkey(keys, mode)
         except DesktopError as error:
             self._show_message(f"Hotkey off: {error}")
             return str(error)
-        hotkey.pressed.connect(self._hotkey_pressed)
-        hotkey.released.connect(self._hotkey_released)
-        self.hotkey = hotkey
-        self._show_message("")
+        if keys:
+            self._show_message("")
         return None
 
     @Slot()
@@ -751,26 +606,6 @@ class DictationPanel(QWidget):
     def _emit_desktop_settings(self) -> None:
         keys = self.hotkey_edit.text().strip() or None
         self.desktop_settings_changed.emit(self.output_mode, keys, self.hotkey_mode)
-
-    @Slot()
-    def _hotkey_pressed(self) -> None:
-        self._hotkey_down = True
-        session = self._session
-        if session is not None and session.output is not None:
-            session.output.hold()  # the hotkey's grab owns the keyboard until the key is released
-        if self.hotkey_mode == "push":
-            self.start()
-        else:
-            self.toggle()
-
-    @Slot()
-    def _hotkey_released(self) -> None:
-        self._hotkey_down = False
-        if self.hotkey_mode == "push":
-            self.stop()
-        session = self._session
-        if session is not None and session.output is not None:
-            session.output.release()
 
     def indicator_visible(self) -> bool:
         return self._indicator is not None and self._indicator.isVisible()
@@ -791,7 +626,3 @@ class DictationPanel(QWidget):
             self._indicator.show_near_bottom()
         elif self._indicator is not None:
             self._indicator.hide()
-
-
-def _status_event(text: str) -> DictationEvent:
-    return DictationEvent(type="status", text=text, start=0.0, end=0.0, emitted_at=0.0)
