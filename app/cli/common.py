@@ -1,4 +1,4 @@
-"""What the command groups share: the data folder, the job options, argument types and the progress line."""
+"""What the command groups share: the data folder, the job options and argument types."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import argparse
 import logging
 import math
 import os
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from app.core.transcript.formats import DEFAULT_FORMATS, FORMATS
 from app.core.transcript.times import parse_time
@@ -178,37 +177,6 @@ def job_options_from_args(args: argparse.Namespace) -> JobOptions:
         start=args.start,
         end=args.end,
     )
-
-
-class ProgressBar:
-    """One line per file on a terminal; nothing but the final line when output is piped."""
-
-    def __init__(self, name: str, stream: TextIO, enabled: bool) -> None:
-        self.name = name
-        self.stream = stream
-        self.enabled = enabled and stream.isatty()
-        self.started = time.perf_counter()
-        self._last = 0.0
-
-    def update(self, progress: object) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        fraction = float(getattr(progress, "fraction", 0.0))
-        if now - self._last < 0.1 and fraction < 1.0:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * fraction)
-        stage = getattr(progress, "stage", "")
-        self.stream.write(f"\r{self.name[:40]:40} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%} {stage:10}")
-        self.stream.flush()
-
-    def finish(self, message: str) -> None:
-        if self.enabled:
-            self.stream.write("\r" + " " * 100 + "\r")
-        self.stream.write(message + "\n")
-        self.stream.flush()
 
 
 def resolve_data_dir(option: Path | None) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from app.core.errors import ExitCode
 
@@ -71,7 +70,10 @@ def cmd_models(args: argparse.Namespace) -> int:
             wanted = CATALOG.get(args.name)
             if wanted is not None:
                 print(f"downloading {args.name} ({wanted.size_mb} MB) …", file=sys.stderr)
-            model = download_model(args.name, progress=_progress_printer())
+            from app.cli.progress import DownloadBar
+
+            with DownloadBar(f"downloading {args.name}", sys.stderr) as bar:
+                model = download_model(args.name, progress=bar)
             print(f"{model.name}: {model.path}")
             return ExitCode.OK
         if args.models_command == "remove":
@@ -81,20 +83,6 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.USAGE
-
-
-def _progress_printer() -> Callable[[int, int], None]:
-    """Progress on standard error, one line per tenth of the download (a log stays readable)."""
-    shown = -1
-
-    def show(done: int, total: int) -> None:
-        nonlocal shown
-        tenth = done * 10 // total if total else 0
-        if tenth != shown:
-            shown = tenth
-            print(f"  {done / 1e6:,.0f} of {total / 1e6:,.0f} MB", file=sys.stderr)
-
-    return show
 
 
 def _recommend(as_json: bool) -> int:

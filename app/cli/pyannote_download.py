@@ -6,9 +6,9 @@ Kept apart from app/cli/main.py so that the command module only registers and di
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
+from app.cli.progress import DownloadBar
 from app.core.engine.diarize.pyannote_models import (
     LICENSE,
     PYANNOTE_MODEL_NAME,
@@ -73,26 +73,16 @@ def download(stream: TextIO = sys.stderr) -> int:
     if not token:
         stream.write("scriba: error: no Hugging Face token given; nothing downloaded\n")
         return ExitCode.FAILED
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if stream.isatty() and (now - last[0] > 0.2 or done == total):
-            last[0] = now
-            stream.write(f"\rdownloading pyannote: {done / 1e6:6.1f} of {total / 1e6:.1f} MB")
-            stream.flush()
-
     try:
         # The hub's address comes from the hub client's own setting (HF_ENDPOINT), as for any hub download.
-        path = download_pipeline(token, progress=progress)
+        with DownloadBar("downloading pyannote", stream) as bar:
+            path = download_pipeline(token, progress=bar)
     except KeyboardInterrupt:  # what arrived is kept in the cache's partial folder
-        stream.write("\ninterrupted: run the same command again to resume the download\n")
+        stream.write("interrupted: run the same command again to resume the download\n")
         return ExitCode.INTERRUPTED
     except ModelError as error:
-        stream.write(("\n" if stream.isatty() else "") + f"scriba: error: {error}\n")
+        stream.write(f"scriba: error: {error}\n")
         return ExitCode.FAILED
-    if stream.isatty():
-        stream.write("\n")
     if typed:  # kept only once the hub accepted it
         _store(token, stream)
     stream.write("done: pyannote runs offline from now on; the token is no longer needed for it\n")

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.common import (
-    ProgressBar,
     add_job_options,
     job_options_from_args,
     log,
@@ -16,6 +15,7 @@ from app.cli.common import (
     resolve_data_dir,
     set_aside_text,
 )
+from app.cli.progress import ProgressBar
 from app.core.errors import ExitCode
 
 
