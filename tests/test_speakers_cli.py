@@ -81,16 +81,15 @@ def test_no_identify_reaches_queued_jobs_and_settings(tmp_path: Path) -> None:
     from app.cli.common import job_options_from_args
     from app.cli.main import build_parser
     from app.core.config.settings import JobDefaults, Settings, SettingsStore
-    from app.core.queue.worker import pipeline_options
 
     args = build_parser().parse_args(["queue", "add", "talk.wav", "--no-identify"])
     assert job_options_from_args(args).identify is False
     assert job_options_from_args(build_parser().parse_args(["queue", "add", "talk.wav"])).identify is True
     # The queue's worker looks for the library in the queue's own data folder.
-    options = pipeline_options(job_options_from_args(args), None, tmp_path)
+    options = job_options_from_args(args).to_pipeline(None, tmp_path)
     assert options.identify is False and options.speaker_library == str(tmp_path)
     store = SettingsStore(tmp_path)
-    store.save(Settings(job=JobDefaults(identify_speakers=False)))
+    store.save(Settings(job=JobDefaults(identify=False)))
     assert store.load().job_options().identify is False
 
 

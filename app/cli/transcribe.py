@@ -47,7 +47,6 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from app.core.cancel import CancelToken
     from app.core.engine.pipeline import Engine
     from app.core.errors import ScribaError
-    from app.core.queue.worker import pipeline_options
     from app.core.secrets import huggingface_token
     from app.core.transcript.save import first_free_stem
 
@@ -55,7 +54,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     try:
         # The one conversion from a job's options to the engine's, the queue's own; then what only this command
         # sets (beam, VAD, threads, a pipeline folder).
-        options = pipeline_options(job_options_from_args(args), token, resolve_data_dir(args.data_dir))
+        options = job_options_from_args(args).to_pipeline(token, resolve_data_dir(args.data_dir))
     except (ValueError, ScribaError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.USAGE

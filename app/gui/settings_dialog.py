@@ -1,9 +1,15 @@
 """Settings: model, device, language, speakers, output, and speaker detection (pyannote's one-time download,
-with the Hugging Face token kept in the keyring)."""
+with the Hugging Face token kept in the keyring).
+
+The job options' rows are made from their declaration (app/core/queue/options.py): its label, help (the
+tooltip), placeholder and choices; an option declared with a label and not placed in :data:`_LAYOUT` gets a row
+of its own at the end."""
 
 from __future__ import annotations
 
+from collections.abc import ItemsView
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -24,15 +30,63 @@ from PySide6.QtWidgets import (
 
 from app.core.config.settings import Settings
 from app.core.engine.models import CATALOG, installed_models
+from app.core.queue.options import OPTIONS, Choice, Flag, Formats, Option, SpeakerCount
 from app.core.transcript.formats import FORMATS
 from app.gui.job_safety import ask_first
 from app.gui.models_dialog import ModelsDialog, describe_models
 from app.gui.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
+# The most speakers the form offers where the declaration sets no upper limit.
+LARGEST_COUNT = 32
+# The form's order of the job options; "speakers" is the row of the three counts.
+_SPEAKERS = ("num_speakers", "min_speakers", "max_speakers")
+_LAYOUT = (
+    "model",
+    "device",
+    "compute_type",
+    "language",
+    "task",
+    "prompt",
+    "hotwords",
+    "diarize",
+    "diarizer",
+    "identify",
+    "speakers",
+    "output_dir",
+    "formats",
+)
+
+
+class FormatBoxes(QWidget):
+    """The export formats' check boxes, two rows of five (ten in one row would widen the dialog); indexed by
+    format like a dict."""
+
+    def __init__(self, chosen: tuple[str, ...]) -> None:
+        super().__init__()
+        self.boxes = {fmt: QCheckBox(fmt) for fmt in FORMATS}
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        for index, (fmt, check) in enumerate(self.boxes.items()):
+            check.setChecked(fmt in chosen)
+            grid.addWidget(check, index // 5, index % 5)
+
+    def __getitem__(self, fmt: str) -> QCheckBox:
+        return self.boxes[fmt]
+
+    def items(self) -> ItemsView[str, QCheckBox]:
+        return self.boxes.items()
+
+    def chosen(self) -> tuple[str, ...]:
+        return tuple(fmt for fmt, box in self.boxes.items() if box.isChecked())
 
 
 class SettingsDialog(QDialog):
+    # Each job option the form shows: its widget in ``fields``, and the dialog's attribute of its name.
+    model: QComboBox
+    output_dir: QLineEdit
+    formats: FormatBoxes
+
     def __init__(
         self,
         settings: Settings,
@@ -49,70 +103,20 @@ class SettingsDialog(QDialog):
         self.token_cleared = False
         self.download_failure: tuple[str, str] | None = None  # a model chosen here that did not arrive, and why
 
-        self.model = QComboBox()
-        self.model.setEditable(True)  # a CTranslate2 folder path is accepted too
-        self.model.addItem(AUTOMATIC)
-        self.model.addItems(list(CATALOG))
-        describe_models(self.model, models_cache)
-        self.model.setCurrentText(settings.job.model or AUTOMATIC)
+        self.fields: dict[str, QWidget] = {}
+        for option in OPTIONS:
+            if option.label is not None:
+                widget = self._field(option, getattr(settings.job, option.name))
+                if option.help:
+                    widget.setToolTip(option.help[:1].upper() + option.help[1:])
+                self.fields[option.name] = widget
+                setattr(self, option.name, widget)
         self.manage_models = QPushButton("Models…")
         self.manage_models.setToolTip("what is on disk, sizes, languages and speed; download and remove")
         self.manage_models.clicked.connect(lambda: self.open_models(None))
         self.models_dialog: ModelsDialog | None = None
-        model_row = QHBoxLayout()
-        model_row.addWidget(self.model, 1)
-        model_row.addWidget(self.manage_models)
-        self.device = QComboBox()
-        self.device.addItems(["auto", "cpu", "cuda"])
-        self.device.setCurrentText(settings.job.device)
-        self.compute_type = QComboBox()
-        self.compute_type.addItems(["auto", "int8", "int8_float16", "float16", "int8_float32", "float32"])
-        self.compute_type.setCurrentText(settings.job.compute_type)
-        self.language = QLineEdit(settings.job.language or "")
-        self.language.setPlaceholderText("detect (or a code: en, de, fr …)")
-        self.prompt = QLineEdit(settings.job.prompt or "")
-        self.prompt.setPlaceholderText("names and jargon to expect, e.g. Okafor, Scriba, EBITDA")
-        self.prompt.setToolTip("Given to the model before the audio: it then spells these as written here")
-        self.hotwords = QLineEdit(settings.job.hotwords or "")
-        self.hotwords.setPlaceholderText("words to favour")
-        self.task = QComboBox()
-        self.task.addItem("Transcribe", "transcribe")
-        self.task.addItem("Translate into English", "translate")
-        self.task.setToolTip("Translation needs a multilingual model (not one ending in .en)")
-        self.task.setCurrentIndex(max(0, self.task.findData(settings.job.task)))
-        self.diarize = QCheckBox("Label who speaks (diarization)")
-        self.diarize.setChecked(settings.job.diarize)
-        self.identify = QCheckBox("Name known speakers (Edit › Known speakers…)")
-        self.identify.setChecked(settings.job.identify_speakers)
-        self.diarizer = QComboBox()
-        self.diarizer.addItems(["auto", "pyannote", "embedded"])
-        self.diarizer.setCurrentText(settings.job.diarizer)
-        self.num_speakers = self._speaker_box(settings.job.num_speakers, "exactly")
-        self.min_speakers = self._speaker_box(settings.job.min_speakers, "at least")
-        self.max_speakers = self._speaker_box(settings.job.max_speakers, "at most")
-        speakers = QHBoxLayout()
-        for label, box in (("exactly", self.num_speakers), ("min", self.min_speakers), ("max", self.max_speakers)):
-            speakers.addWidget(QLabel(label))
-            speakers.addWidget(box)
-        self.output_dir = QLineEdit(settings.job.output_dir or "")
-        self.output_dir.setPlaceholderText("none: export on request only")
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse)
-        output = QHBoxLayout()
-        output.addWidget(self.output_dir)
-        output.addWidget(browse)
         self.watch_folder = QLineEdit(settings.job.watch_folder or "")
         self.watch_folder.setPlaceholderText("none: recordings that appear here are transcribed, exports beside them")
-        browse_watch = QPushButton("Browse…")
-        browse_watch.clicked.connect(lambda: self._browse_into(self.watch_folder, "Watch folder"))
-        watch = QHBoxLayout()
-        watch.addWidget(self.watch_folder)
-        watch.addWidget(browse_watch)
-        self.formats = {fmt: QCheckBox(fmt) for fmt in FORMATS}
-        format_row = QGridLayout()  # two rows of five: ten formats in one row would widen the dialog
-        for index, (fmt, check) in enumerate(self.formats.items()):
-            check.setChecked(fmt in settings.job.formats)
-            format_row.addWidget(check, index // 5, index % 5)
 
         self.speaker_detection = SpeakerDetectionSection(token_stored, settings.job.diarizer, endpoint)
         self.token = self.speaker_detection.token
@@ -120,20 +124,27 @@ class SettingsDialog(QDialog):
         self._clear_button.clicked.connect(self._clear_token)
 
         form = QFormLayout()
-        form.addRow("Model", model_row)
-        form.addRow("Device", self.device)
-        form.addRow("Compute type", self.compute_type)
-        form.addRow("Language", self.language)
-        form.addRow("Task", self.task)
-        form.addRow("Vocabulary", self.prompt)
-        form.addRow("Hotwords", self.hotwords)
-        form.addRow("", self.diarize)
-        form.addRow("Diarizer", self.diarizer)
-        form.addRow("", self.identify)
-        form.addRow("Speakers (0: detect)", speakers)
-        form.addRow("Export finished jobs to", output)
-        form.addRow("Export formats", format_row)
-        form.addRow("Watch folder", watch)
+        labels = {option.name: option.label or option.name for option in OPTIONS}
+        placed = {*_LAYOUT, *_SPEAKERS}
+        for name in [*_LAYOUT, *(name for name in self.fields if name not in placed)]:
+            if name == "speakers":
+                speakers = QHBoxLayout()
+                for count in _SPEAKERS:
+                    speakers.addWidget(QLabel(labels[count]))
+                    speakers.addWidget(self.fields[count])
+                form.addRow("Speakers (0: detect)", speakers)
+            elif name == "model":
+                model_row = QHBoxLayout()
+                model_row.addWidget(self.model, 1)
+                model_row.addWidget(self.manage_models)
+                form.addRow(labels[name], model_row)
+            elif name == "output_dir":
+                form.addRow(labels[name], self._with_browse(self.output_dir, "Export finished transcripts to"))
+            elif isinstance(self.fields[name], QCheckBox):
+                form.addRow("", self.fields[name])  # a check box says what it is itself
+            else:
+                form.addRow(labels[name], self.fields[name])
+        form.addRow("Watch folder", self._with_browse(self.watch_folder, "Watch folder"))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -196,17 +207,71 @@ class SettingsDialog(QDialog):
         self.speaker_detection.cancel()  # a download in progress stops with the dialog; it resumes next time
         super().done(result)
 
-    @staticmethod
-    def _speaker_box(value: int | None, what: str) -> QSpinBox:
-        box = QSpinBox()
-        box.setRange(0, 32)
-        box.setSpecialValueText("auto")
-        box.setToolTip(f"{what} this many speakers (auto: let the diarizer decide)")
-        box.setValue(value or 0)
+    def _field(self, option: Option, value: Any) -> QWidget:
+        """The widget that shows one job option, by its kind."""
+        kind = option.kind
+        if option.name == "model":
+            return self._model_box(value)
+        if isinstance(kind, Flag):
+            check = QCheckBox(option.label)
+            check.setChecked(bool(value))
+            return check
+        if isinstance(kind, Choice) or kind.suggestions:
+            values = kind.values if isinstance(kind, Choice) else kind.suggestions
+            labels = (kind.labels if isinstance(kind, Choice) else ()) or values
+            box = QComboBox()
+            for label, choice in zip(labels, values, strict=True):
+                box.addItem(label, choice)
+            if box.findData(value) < 0 and not isinstance(kind, Choice):
+                box.addItem(str(value), value)  # one typed on the command line or in the file is kept
+            box.setCurrentIndex(max(0, box.findData(value)))
+            return box
+        if isinstance(kind, SpeakerCount):
+            spin = QSpinBox()
+            spin.setRange(0, kind.most or LARGEST_COUNT)
+            spin.setSpecialValueText("auto")
+            spin.setValue(value or 0)
+            return spin
+        if isinstance(kind, Formats):
+            return FormatBoxes(value)
+        line = QLineEdit(value or "")
+        line.setPlaceholderText(option.placeholder)
+        return line
+
+    def _model_box(self, value: str | None) -> QComboBox:
+        box = QComboBox()
+        box.setEditable(True)  # a CTranslate2 folder path is accepted too
+        box.addItem(AUTOMATIC)
+        box.addItems(list(CATALOG))
+        describe_models(box, self._models_cache)
+        box.setCurrentText(value or AUTOMATIC)
         return box
 
-    def _browse(self) -> None:
-        self._browse_into(self.output_dir, "Export finished transcripts to")
+    def _value(self, name: str) -> Any:
+        """What the form holds for one job option (None: unset)."""
+        widget = self.fields[name]
+        if name == "model":
+            model = self.model.currentText().strip()
+            return None if model in ("", AUTOMATIC) else model
+        if isinstance(widget, FormatBoxes):
+            return widget.chosen() or self._settings.job.formats  # none ticked: keep what was set
+        if isinstance(widget, QCheckBox):
+            return widget.isChecked()
+        if isinstance(widget, QComboBox):
+            return widget.currentData()
+        if isinstance(widget, QSpinBox):
+            return widget.value() or None
+        if isinstance(widget, QLineEdit):
+            return widget.text().strip() or None
+        raise TypeError(f"no reading of a {type(widget).__name__} for {name}")
+
+    def _with_browse(self, field: QLineEdit, title: str) -> QHBoxLayout:
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(lambda: self._browse_into(field, title))
+        row = QHBoxLayout()
+        row.addWidget(field)
+        row.addWidget(browse)
+        return row
 
     def _browse_into(self, field: QLineEdit, title: str) -> None:
         folder = QFileDialog.getExistingDirectory(self, title, field.text())
@@ -224,23 +289,7 @@ class SettingsDialog(QDialog):
         return self.token.text().strip() or None
 
     def result_settings(self) -> Settings:
-        model = self.model.currentText().strip()
-        formats = tuple(fmt for fmt, box in self.formats.items() if box.isChecked()) or self._settings.job.formats
         return self._settings.with_job(
-            model=None if model in ("", AUTOMATIC) else model,
-            device=self.device.currentText(),
-            compute_type=self.compute_type.currentText(),
-            language=self.language.text().strip() or None,
-            diarize=self.diarize.isChecked(),
-            diarizer=self.diarizer.currentText(),
-            identify_speakers=self.identify.isChecked(),
-            num_speakers=self.num_speakers.value() or None,
-            min_speakers=self.min_speakers.value() or None,
-            max_speakers=self.max_speakers.value() or None,
-            output_dir=self.output_dir.text().strip() or None,
-            formats=formats,
-            prompt=self.prompt.text().strip() or None,
-            hotwords=self.hotwords.text().strip() or None,
-            task=self.task.currentData(),
+            **{name: self._value(name) for name in self.fields},
             watch_folder=self.watch_folder.text().strip() or None,
         )

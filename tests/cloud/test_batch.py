@@ -382,7 +382,6 @@ def test_a_long_file_is_cut_across_both_hosts_and_its_speakers_stay_consistent(
     most 0.05 above it, the same number of speakers), and the call's speakers keep their labels when they return.
     """
     from app.core.engine.pipeline import Engine
-    from app.core.queue.worker import pipeline_options
     from tests import metrics, synth
 
     call, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
@@ -406,7 +405,7 @@ def test_a_long_file_is_cut_across_both_hosts_and_its_speakers_stay_consistent(
     stitched = result.transcripts[0]
     assert stitched.source == str(long_file.absolute()) and abs(stitched.duration - len(samples) / rate) < 0.01
 
-    local = Engine().run(long_file, pipeline_options(OPTIONS, None))
+    local = Engine().run(long_file, OPTIONS.to_pipeline(None))
     reference = metrics.turns_annotation(truth)
 
     def der_and_count(transcript: Any) -> tuple[float, int]:

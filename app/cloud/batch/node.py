@@ -101,7 +101,6 @@ def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str)
     """One job on this node: fetch the recording, run the engine, the transcript as JSON (or why it failed)."""
     from app.core.errors import ScribaError
     from app.core.queue.jobs import JobOptions
-    from app.core.queue.worker import pipeline_options
 
     started = time.monotonic()
     result: dict[str, Any] = {"version": RESULT_VERSION, "index": job.get("index"), "node": node}
@@ -111,7 +110,7 @@ def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str)
         with tempfile.TemporaryDirectory(prefix="scriba-batch-") as folder:
             path = Path(folder) / f"recording{suffix}"
             _fetch(f"http://127.0.0.1:{files_port}/{job['token']}", path)
-            transcript = engine.run(path, pipeline_options(options, None))
+            transcript = engine.run(path, options.to_pipeline(None))
             if job.get("voices") and transcript.diarization is not None:
                 # A piece of a long file: its speakers are matched with the other pieces' at home, by voice.
                 result["voices"] = {speaker: stats.to_dict() for speaker, stats in _voices(path, transcript).items()}

@@ -61,9 +61,7 @@ class Assembly:
         return len(self.parts) == self.count
 
     def transcript(self) -> Transcript:
-        from app.core.queue.worker import pipeline_options
-
-        hints = pipeline_options(self.options, None).diarizer.hints
+        hints = self.options.to_pipeline(None).diarizer.hints
         return stitch(list(self.parts.values()), str(self.source.absolute()), self.duration, hints)
 
 

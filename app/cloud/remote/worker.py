@@ -79,7 +79,6 @@ def run_worker(work: Path) -> int:
     from app.core.files import write_atomic
     from app.core.gpu.gpustats import GpuStatsSampler
     from app.core.queue.jobs import JobOptions
-    from app.core.queue.worker import pipeline_options
 
     events = EventLog(work / "events.jsonl")
     (work / "worker.pid").write_text(str(os.getpid()))
@@ -147,7 +146,7 @@ def run_worker(work: Path) -> int:
                 )
 
             try:
-                transcript = engine.run(path, pipeline_options(file_options, token), report)
+                transcript = engine.run(path, file_options.to_pipeline(token), report)
             except ScribaError as error:
                 events.write("failed", index=index, error=str(error))
                 continue

@@ -1,4 +1,5 @@
-"""User settings: declared once here, with types and defaults; stored as JSON under the config folder.
+"""User settings, with types and defaults; stored as JSON under the config folder. The job defaults' fields are
+the job options' (declared in :mod:`app.core.queue.options`, with their kinds and the keys older files used).
 
 Four parts, each changed by a different part of the program: :class:`JobDefaults`, :class:`WindowState`,
 :class:`DictationPreferences` and :class:`OffloadPreferences`.
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.files import write_atomic
-from app.core.queue.jobs import JobOptions
-from app.core.transcript.formats import DEFAULT_FORMATS, FORMATS
+from app.core.queue.options import OPTION, OPTIONS, JobOptions, Option
+from app.core.transcript.formats import DEFAULT_FORMATS
 
 if TYPE_CHECKING:
     from app.core.engine.diarize import Backend
@@ -34,44 +35,30 @@ SETTINGS_FILE = "settings.json"
 
 @dataclass(frozen=True)
 class JobDefaults:
-    """What a job added from the window is given (Settings' "Transcription" and "Speakers" parts)."""
+    """What a job added from the window is given (Settings' "Transcription" and "Speakers" parts): the job
+    options that are not one file's own, and the watch folder."""
 
     model: str | None = None  # None: the best model on disk
-    device: Device = "auto"
-    compute_type: str = "auto"
     language: str | None = None  # None: detect
     diarize: bool = True
     diarizer: Backend = "auto"
-    identify_speakers: bool = True  # name speakers found in the known-speaker library
+    identify: bool = True  # name speakers found in the known-speaker library
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None
-    formats: tuple[str, ...] = DEFAULT_FORMATS
-    output_dir: str | None = None  # None: exports only on request
     prompt: str | None = None  # names and jargon to expect
     hotwords: str | None = None
     task: Task = "transcribe"  # or "translate" (into English)
+    device: Device = "auto"
+    compute_type: str = "auto"
+    batch_size: int = -1  # auto
+    formats: tuple[str, ...] = DEFAULT_FORMATS
+    output_dir: str | None = None  # None: exports only on request
     # Recordings that appear here are queued with these defaults, their exports written beside them.
     watch_folder: str | None = None
 
     def job_options(self) -> JobOptions:
-        return JobOptions(
-            model=self.model,
-            language=self.language,
-            diarize=self.diarize,
-            diarizer=self.diarizer,
-            identify=self.identify_speakers,
-            num_speakers=self.num_speakers,
-            min_speakers=self.min_speakers,
-            max_speakers=self.max_speakers,
-            device=self.device,
-            compute_type=self.compute_type,
-            formats=self.formats,
-            output_dir=self.output_dir,
-            prompt=self.prompt,
-            hotwords=self.hotwords,
-            task=self.task,
-        )
+        return JobOptions(**{option.name: getattr(self, option.name) for option in OPTIONS if option.persisted})
 
 
 @dataclass(frozen=True)
@@ -154,9 +141,12 @@ def _upgrade_from_0(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# Settings-file keys earlier versions wrote for a job option, and the option.
+_JOB_ALIASES = {alias: option.name for option in OPTIONS for alias in option.aliases}
+
 # Version 1 was flat; the offload dialog's choices lived in "extra" under these names.
 _FLAT_TO_PARTS = {
-    **{name: ("job", name) for name in (item.name for item in fields(JobDefaults))},
+    **{name: ("job", name) for name in [*(item.name for item in fields(JobDefaults)), *_JOB_ALIASES]},
     "window_geometry": ("window", "geometry"),
     "window_state": ("window", "state"),
     "splitter_state": ("window", "splitter"),
@@ -187,19 +177,15 @@ def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_from_0, 1: _upgrade_from_1}
 
 
-def _valid(name: str, value: Any, default: Any) -> bool:
+def _valid(name: str, value: Any, default: Any, option: Option | None) -> bool:
     if value is None:
         return default is None  # only what may be unset may be None
-    if isinstance(default, bool) or name == "diarize":
+    if option is not None:
+        return option.kind.valid(value)
+    if isinstance(default, bool):
         return isinstance(value, bool)
-    if name.endswith("_speakers"):
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    if name == "formats":
-        return isinstance(value, list | tuple) and bool(value) and all(item in FORMATS for item in value)
     if name == "theme":
         return value in ("system", "light", "dark")
-    if name == "task":
-        return value in ("transcribe", "translate")
     if name == "budget_usd":
         return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     if name == "ssh_host":
@@ -211,13 +197,19 @@ def _section_from_dict(kind: type[Section], data: Any, kept: dict[str, Any]) -> 
     defaults = kind()
     values: dict[str, Any] = {}
     known = {item.name for item in fields(kind)}
-    for key, value in (data if isinstance(data, dict) else {}).items():
+    stored = data if isinstance(data, dict) else {}
+    for key, value in stored.items():
+        if kind is JobDefaults and key in _JOB_ALIASES:
+            if _JOB_ALIASES[key] in stored:
+                continue  # the key this version writes wins over the older one
+            key = _JOB_ALIASES[key]
         if key not in known:
             kept[key] = value
             continue
         default = getattr(defaults, key)
-        if _valid(key, value, default):
-            values[key] = tuple(value) if key == "formats" else value
+        option = OPTION.get(key) if kind is JobDefaults else None
+        if _valid(key, value, default, option):
+            values[key] = option.kind.from_json(value) if option is not None else value
         else:
             log.warning("setting %s has an invalid value %r; using the default %r", key, value, default)
     return kind(**values)
@@ -249,7 +241,9 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         part = asdict(getattr(settings, name))
         kept = extra.pop(name, None)
         result[name] = {**(kept if isinstance(kept, dict) else {}), **part}
-    result["job"]["formats"] = list(settings.job.formats)
+    for name, value in result["job"].items():
+        if name in OPTION:
+            result["job"][name] = OPTION[name].kind.to_json(value)
     return {**result, "extra": extra}
 
 

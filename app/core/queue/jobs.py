@@ -23,14 +23,15 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.core.engine.audio import MEDIA_EXTENSIONS
 from app.core.errors import ScribaError
 from app.core.files import write_atomic
+from app.core.queue.options import JobOptions as JobOptions
 from app.core.queue.sqlite_db import (
     SqliteDatabase,
     is_corruption,
@@ -40,11 +41,6 @@ from app.core.queue.sqlite_db import (
     process_started_at,
 )
 from app.core.transcript.document import PARTIAL_PREFIX, Transcript
-from app.core.transcript.formats import DEFAULT_FORMATS
-
-if TYPE_CHECKING:
-    from app.core.engine.diarize import Backend
-    from app.core.engine.transcribe import Device, Task
 
 # 2: worker_started_at (pid reuse), warnings (partial audio), exports (which files Scriba wrote).
 # 3: exports_pending (a done job whose auto-exports are not all written yet: a crash mid-export).
@@ -75,45 +71,6 @@ class JobState(str, Enum):
 
 
 FINISHED_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """What to do with one file; stored as JSON with the job, so the queue survives option changes."""
-
-    model: str | None = None
-    language: str | None = None
-    diarize: bool = True
-    diarizer: Backend = "auto"
-    identify: bool = True  # name speakers whose voice is in the known-speaker library
-    num_speakers: int | None = None
-    min_speakers: int | None = None
-    max_speakers: int | None = None
-    device: Device = "auto"
-    compute_type: str = "auto"
-    batch_size: int = -1  # auto: from free GPU memory, sequential on CPU
-    formats: tuple[str, ...] = DEFAULT_FORMATS
-    # Where finished transcripts are exported automatically; None keeps them only in the queue.
-    output_dir: str | None = None
-    prompt: str | None = None  # names, jargon and spellings to expect, given to the model before the audio
-    hotwords: str | None = None  # words to favour in every window
-    task: Task = "transcribe"  # "translate": into English (multilingual models)
-    start: float | None = None  # only this stretch of the recording, in seconds (None: from the start …
-    end: float | None = None  # … to the end)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["formats"] = list(self.formats)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobOptions:
-        known = {item.name for item in fields(cls)}
-        # Keys written by a newer Scriba are ignored rather than refused: an old version can still run the job.
-        values = {key: value for key, value in data.items() if key in known}
-        if "formats" in values:
-            values["formats"] = tuple(values["formats"])
-        return cls(**values)
 
 
 @dataclass(frozen=True)
