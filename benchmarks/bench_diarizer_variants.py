@@ -36,6 +36,7 @@ from app.core.engine.audio import Audio, decode_audio  # noqa: E402
 from app.core.engine.diarize import embedded  # noqa: E402
 from app.core.engine.diarize.base import SpeakerHints  # noqa: E402
 from app.core.engine.diarize.bundled_models import LocalActivity, Segmentation, SpeakerEmbedding  # noqa: E402
+from app.core.engine.diarize.options import EmbeddedDiarizerOptions  # noqa: E402
 from benchmarks.bench_engine import sample_dir  # noqa: E402
 from tests import metrics  # noqa: E402
 from tests.synth import SAMPLE_RATE, meeting  # noqa: E402
@@ -99,7 +100,7 @@ def espeak_meeting(speakers: int, turns: int) -> tuple[np.ndarray, list[tuple[fl
 def run(
     options: dict[str, Any], real: Path, models: CachedModels, oracle: bool
 ) -> list[tuple[str, int, int, float | None]]:
-    diarizer = embedded.EmbeddedDiarizer(replace(embedded.EmbeddedDiarizerOptions(), **options), threads=2)
+    diarizer = embedded.EmbeddedDiarizer(replace(EmbeddedDiarizerOptions(), **options), threads=2)
     rows: list[tuple[str, int, int, float | None]] = []
     for name, wav, rttm in recordings(real):
         models.name = name

@@ -84,7 +84,7 @@ def test_a_split_for_the_count_undoes_the_merge_the_segmentation_hears_as_two_pe
     """Five merges of six windows: one joined windows that a chunk hears as two of its people, the last joined
     two stretches of one local speaker (a voice whose prints drifted). One more speaker is wanted: the first is
     undone, not the last; with more, each side split off keeps a label of its own, nested ones too."""
-    from app.core.engine.diarize.embedded import HeardApart, Merge, split_heard_apart, votes
+    from app.core.engine.diarize.clustering import HeardApart, Merge, split_heard_apart, votes
 
     window = 150
     # One 10 s chunk of 1000 model frames (one per 10 ms frame): local speaker 0 talks, but 1 in 300-600.
@@ -119,7 +119,8 @@ def test_a_split_for_the_count_undoes_the_merge_the_segmentation_hears_as_two_pe
 
 def test_without_a_binding_count_the_segmentation_changes_no_label() -> None:
     """Clear voices and no count, or a count they already meet: the same labels with and without the split."""
-    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, HeardApart, cluster
+    from app.core.engine.diarize.clustering import HeardApart, cluster
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 
     rng = np.random.default_rng(3)
     voices = np.eye(16)[:3]
@@ -183,7 +184,8 @@ def test_the_phone_calls_two_voices_stay_apart_by_their_voices_alone(sample_dir:
     """The rule that two voices heard at once are two people turned off: the call's two speakers must then be
     kept apart by the merging of voice windows alone. Their clusters lie 0.21 apart (noise taken off); a merge
     threshold at 0.22 joined them into one speaker, which the overlap rule hid in the test above."""
-    from app.core.engine.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
+    from app.core.engine.diarize.embedded import EmbeddedDiarizer
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 
     diarizer = EmbeddedDiarizer(EmbeddedDiarizerOptions(two_voices_overlap_s=None), threads=1)
     turns = diarizer.diarize(decode_audio(sample_dir / "sample.wav"), SpeakerHints())
@@ -213,7 +215,8 @@ def test_single_speakers_are_mostly_one_speaker(engine) -> None:  # type: ignore
 def test_a_frame_is_reported_as_speech_where_most_chunks_hear_it_and_embedded_where_half_do() -> None:
     """The averaged count of the 10 s chunks covering each frame (four, fewer at the edges): a tie (2 of 4) still
     places voice windows but is not reported as speech; 2 of 3, 3 of 4 and overlap are."""
-    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, reported_speech, speech_regions
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
+    from app.core.engine.diarize.windows import reported_speech, speech_regions
 
     frames_per_value = 50
     values = [0.0, 0.25, 0.5, 2 / 3, 0.75, 1.0, 1.5, 0.5, 0.0]
@@ -229,7 +232,7 @@ def test_a_frame_is_reported_as_speech_where_most_chunks_hear_it_and_embedded_wh
 def test_each_voice_is_measured_again_from_the_windows_inside_its_own_turns() -> None:
     """Windows that straddle a speaker change hold both voices; a voice measured with them leans towards the
     other speaker. Re-measured from the windows inside its turns, it is the voice alone."""
-    from app.core.engine.diarize.embedded import _turn_centroids
+    from app.core.engine.diarize.frame_labels import _turn_centroids
 
     rng = np.random.default_rng(7)
     voice_a, voice_b = np.eye(8)[0], np.eye(8)[1]
@@ -304,7 +307,7 @@ def test_a_short_utterance_heard_as_another_person_goes_to_that_person() -> None
     person there in every chunk, and ties it to that person's talk elsewhere in the chunks, which the labels
     give to speaker 1: it goes to speaker 1. Heard as someone else without being tied to anyone (a stutter
     block sounds so), as long as a window, by only half of the chunks, or by no other local speaker: unchanged."""
-    from app.core.engine.diarize.embedded import interjections
+    from app.core.engine.diarize.interjections import interjections
 
     window = 150
     n_frames = 3001
@@ -349,7 +352,7 @@ def test_a_chunk_whose_edge_cuts_a_short_utterance_does_not_judge_it() -> None:
     """A "Hello?" at 9.9-10.3 s: the chunk ending at 10 s and the one starting there hear only a piece of it (it
     might be longer than they hear), so they abstain. Of the three that hear it whole, two hear another person:
     a majority. Counted as hearing it without a vote, those two would be a tie of four, and it would stay."""
-    from app.core.engine.diarize.embedded import interjections
+    from app.core.engine.diarize.interjections import interjections
 
     labels = np.zeros(3001, dtype=np.int64)
     labels[:100] = -1
@@ -374,7 +377,8 @@ def test_two_voices_heard_at_once_are_two_people_unless_the_user_says_otherwise(
     from dataclasses import replace
 
     from app.core.engine.diarize.base import SpeakerHints
-    from app.core.engine.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
+    from app.core.engine.diarize.embedded import EmbeddedDiarizer
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 
     audio = decode_audio(real_speech_dir() / "ami_EN2006b_0-30.wav")
     diarizer = EmbeddedDiarizer()
@@ -396,7 +400,8 @@ def test_no_overlap_heard_in_a_single_speaker_recording() -> None:
     any of them (0.0 s in all four)."""
     from app.core.engine.diarize.base import SpeakerHints
     from app.core.engine.diarize.bundled_models import Segmentation
-    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, _two_voices_at_once
+    from app.core.engine.diarize.clustering import _two_voices_at_once
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 
     segmentation, options = Segmentation(), EmbeddedDiarizerOptions()
     for stem in SINGLE:
@@ -412,7 +417,8 @@ def test_the_two_voices_rule_and_the_users_count() -> None:
     does not. A count the user gave stays: exactly N, at most one, or at least two or more. "At least one" says
     nothing, so the rule still applies."""
     from app.core.engine.diarize.base import SpeakerHints
-    from app.core.engine.diarize.embedded import EmbeddedDiarizerOptions, _two_voices_at_once
+    from app.core.engine.diarize.clustering import _two_voices_at_once
+    from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 
     options = EmbeddedDiarizerOptions()
     assert options.two_voices_overlap_s == 1.0

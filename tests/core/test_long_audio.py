@@ -13,7 +13,8 @@ import soundfile
 
 from app.core.engine.audio import Audio
 from app.core.engine.diarize.base import SpeakerHints
-from app.core.engine.diarize.embedded import EmbeddedDiarizer, EmbeddedDiarizerOptions
+from app.core.engine.diarize.embedded import EmbeddedDiarizer
+from app.core.engine.diarize.options import EmbeddedDiarizerOptions
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, piece_bounds
 from tests import metrics, real_speech, synth
 
@@ -118,12 +119,8 @@ def test_passages_heard_again_count_once() -> None:
     """Two real speakers heard six times over (a long recording that repeats its audio, as the long-file
     benchmark's rounds do): clustered with the repeats counted once, the windows fall into the same speakers as
     one hearing does; counted as independent windows, each repeated passage became a speaker of its own."""
-    from app.core.engine.diarize.embedded import (
-        _window_starts,
-        cluster,
-        local_voice_spread,
-        repeat_groups,
-    )
+    from app.core.engine.diarize.clustering import cluster
+    from app.core.engine.diarize.windows import _window_starts, local_voice_spread, repeat_groups
 
     options = EmbeddedDiarizerOptions()
     _, encoder = EmbeddedDiarizer(options, threads=2)._load()
@@ -173,7 +170,7 @@ def test_past_the_cap_the_least_heard_voice_joins_another_not_two_real_speakers(
     than the merge threshold. Asked for at most (or exactly) two speakers, the strays must join the voices:
     merging the closest pair first joined the two real speakers instead (the three-hour benchmark's phone call
     and two of its espeak-ng voices), because strays lie far from everything."""
-    from app.core.engine.diarize.embedded import cluster
+    from app.core.engine.diarize.clustering import cluster
 
     rng = np.random.default_rng(7)
     axes = np.eye(16)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.engine.diarize.embedded import repeat_groups
+from app.core.engine.diarize.windows import repeat_groups
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
 

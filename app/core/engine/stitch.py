@@ -9,7 +9,7 @@ Three steps, each usable on its own:
   built-in diarizer's clusters are summed up: the sum of their CAM++ window embeddings, the window count and
   the noise around those windows;
 * :func:`stitch` (at home) joins the pieces: the speakers of all pieces are clustered together by the very rule
-  the diarizer uses to join the blocks of one long recording (:func:`app.core.engine.diarize.embedded.cluster`),
+  the diarizer uses to join the blocks of one long recording (:func:`app.core.engine.diarize.clustering.cluster`),
   so a voice in the first piece and in the last is one speaker; each piece's words are kept from its cut to the
   next; the overlaps, where two pieces heard the same audio, check the result (their agreement is said in the
   transcript's diarization note).
@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.core.engine.diarize.embedded import FRAME_S, EmbeddedDiarizerOptions, local_voice_spread
+from app.core.engine.diarize.frames import FRAME_S
+from app.core.engine.diarize.options import EmbeddedDiarizerOptions
+from app.core.engine.diarize.windows import local_voice_spread
 from app.core.transcript.document import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
 
 if TYPE_CHECKING:
