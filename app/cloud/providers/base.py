@@ -17,14 +17,11 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.cloud.types import Instance, Offer
 from app.core.errors import ScribaError
 from app.core.secrets import KEYRING_SERVICE
-
-if TYPE_CHECKING:
-    from app.cloud.providers.http import HttpClient
 
 log = logging.getLogger(__name__)
 
@@ -214,21 +211,6 @@ class Provider(abc.ABC):
     def __init__(self, *, sleep: Sleep = time.sleep, clock: Clock = time.monotonic) -> None:
         self._sleep = sleep
         self._clock = clock
-
-    def _http_client(self, base_url: str, api_key: str, timeout_s: float, max_attempts: int) -> HttpClient:
-        """The adapter's HTTP client: its key, its name in error messages, the injected sleep for back-offs."""
-        from app.cloud.providers.http import HttpClient  # http.py imports this module's errors
-
-        return HttpClient(
-            base_url,
-            api_key,
-            provider=self.name,
-            title=self.title,
-            key_name=self.key_name,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            sleep=self._sleep,
-        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -40,6 +40,9 @@ from app.cloud.providers.base import (
     missing_key_error,
     rejected_key_error,
 )
+
+if TYPE_CHECKING:
+    from app.cloud.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +166,22 @@ class RetryPolicy:
         if isinstance(error, _NOT_SENT) or (idempotent and isinstance(error, _MAYBE_SENT)):
             return self.backoff(attempt)
         return None
+
+
+def provider_client(
+    provider: Provider, base_url: str, api_key: str, timeout_s: float, max_attempts: int, sleep: Callable[[float], None]
+) -> HttpClient:
+    """An adapter's HTTP client: its key, its name in error messages, the injected sleep for back-offs."""
+    return HttpClient(
+        base_url,
+        api_key,
+        provider=provider.name,
+        title=provider.title,
+        key_name=provider.key_name,
+        timeout_s=timeout_s,
+        max_attempts=max_attempts,
+        sleep=sleep,
+    )
 
 
 class HttpClient:

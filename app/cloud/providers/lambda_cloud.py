@@ -40,7 +40,7 @@ from app.cloud.providers.base import (
     check_label,
     normalize_gpu_name,
 )
-from app.cloud.providers.http import today_iso
+from app.cloud.providers.http import provider_client, today_iso
 from app.cloud.types import Instance, InstanceState, Offer
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class LambdaCloud(Provider):
         clock: Clock = time.monotonic,
     ) -> None:
         super().__init__(sleep=sleep, clock=clock)
-        self._http = self._http_client(base_url, api_key, timeout_s, max_attempts)
+        self._http = provider_client(self, base_url, api_key, timeout_s, max_attempts, self._sleep)
 
     def offers(self) -> list[Offer]:
         data = self._field(self._http.get("/instance-types"), "data", dict, "GET /instance-types")

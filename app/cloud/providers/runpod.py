@@ -39,7 +39,7 @@ from app.cloud.providers.base import (
     check_label,
     normalize_gpu_name,
 )
-from app.cloud.providers.http import today_iso
+from app.cloud.providers.http import provider_client, today_iso
 from app.cloud.types import Instance, InstanceState, Offer
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class RunPod(Provider):
         self.disk_gb = disk_gb
         self.cloud = cloud
         self.min_cuda = min_cuda
-        self._http = self._http_client(base_url, api_key, timeout_s, max_attempts)
+        self._http = provider_client(self, base_url, api_key, timeout_s, max_attempts, self._sleep)
 
     def offers(self) -> list[Offer]:
         params = {"include": "AVAILABILITY", "product": "POD", "cloud": self.cloud, "count": 1}

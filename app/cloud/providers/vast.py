@@ -44,7 +44,7 @@ from app.cloud.providers.base import (
     normalize_gpu_name,
     rejected_key_error,
 )
-from app.cloud.providers.http import today_iso
+from app.cloud.providers.http import provider_client, today_iso
 from app.cloud.types import Instance, InstanceState, Offer
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ class VastAI(Provider):
         self.min_cuda = min_cuda
         self.min_reliability = min_reliability
         self.search_limit = search_limit
-        self._http = self._http_client(base_url, api_key, timeout_s, max_attempts)
+        self._http = provider_client(self, base_url, api_key, timeout_s, max_attempts, self._sleep)
 
     # ------------------------------------------------------------------------------------------- errors
 
