@@ -251,7 +251,8 @@ class Batch:
             with self._wheel() as path:
                 yield path
             return
-        from app.cloud.offload.run import _temporary_dir, build_wheel
+        from app.cloud.offload.remote_install import build_wheel
+        from app.cloud.offload.run import _temporary_dir
 
         with _temporary_dir() as folder:
             yield build_wheel(folder)

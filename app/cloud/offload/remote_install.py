@@ -11,6 +11,7 @@ preinstalled torch and CUDA libraries are reused where their versions fit, rathe
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -138,3 +139,31 @@ def _install(
                 "package index (or a pip configuration that points at a mirror)."
             )
     session.run(["rm", "-f", "--", remote_wheel])
+
+
+def build_wheel(target: Path) -> Path:
+    """A wheel of the running Scriba, built from its checkout into ``target`` (for a remote without Scriba)."""
+    import importlib.util
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]  # app/cloud/offload/remote_install.py -> the checkout
+    if not (root / "pyproject.toml").is_file():
+        raise OffloadError(
+            "Scriba is not installed on the remote and this installation has no source to build it from: install "
+            "Scriba there from its source, or give the command that runs it (--remote-command)."
+        )
+    uv = shutil.which("uv")
+    # With the build backend already here (a development venv has it), build without an isolated environment:
+    # under a second and offline; otherwise the isolated build fetches setuptools first.
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    command = (
+        [uv, "build", "--wheel", *isolation, "--python", sys.executable, "--out-dir", str(target), str(root)]
+        if uv
+        else [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "--wheel-dir", str(target), str(root)]
+    )
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    wheels = sorted(target.glob("scriba-*.whl"))
+    if result.returncode != 0 or not wheels:
+        raise OffloadError(f"could not build Scriba's wheel for the remote: {result.stderr.strip()[-400:]}")
+    return wheels[-1]

@@ -333,7 +333,7 @@ class Offload:
                         )
 
     def _check_remote(self) -> None:
-        from app.cloud.offload.remote_install import ensure_remote_scriba
+        from app.cloud.offload.remote_install import build_wheel, ensure_remote_scriba
 
         def status(text: str) -> None:
             self._emit("status", text)
@@ -761,34 +761,6 @@ def _write_stderr(text: str) -> None:
     """From a signal handler: a plain write, never print (which may be in the middle of a write itself)."""
     with contextlib.suppress(OSError, ValueError):
         os.write(sys.stderr.fileno(), text.encode("utf-8", "replace"))
-
-
-def build_wheel(target: Path) -> Path:
-    """A wheel of the running Scriba, built from its checkout into ``target`` (for a remote without Scriba)."""
-    import importlib.util
-    import shutil
-    import subprocess
-
-    root = Path(__file__).resolve().parents[3]  # app/cloud/offload/run.py -> the checkout
-    if not (root / "pyproject.toml").is_file():
-        raise OffloadError(
-            "Scriba is not installed on the remote and this installation has no source to build it from: install "
-            "Scriba there from its source, or give the command that runs it (--remote-command)."
-        )
-    uv = shutil.which("uv")
-    # With the build backend already here (a development venv has it), build without an isolated environment:
-    # under a second and offline; otherwise the isolated build fetches setuptools first.
-    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
-    command = (
-        [uv, "build", "--wheel", *isolation, "--python", sys.executable, "--out-dir", str(target), str(root)]
-        if uv
-        else [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "--wheel-dir", str(target), str(root)]
-    )
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    wheels = sorted(target.glob("scriba-*.whl"))
-    if result.returncode != 0 or not wheels:
-        raise OffloadError(f"could not build Scriba's wheel for the remote: {result.stderr.strip()[-400:]}")
-    return wheels[-1]
 
 
 def _one_line(error: BaseException) -> str:
