@@ -61,12 +61,13 @@ test: venv system-deps
 test-fast: venv
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -m unit -q $(PYTEST_ARGS)
 
-# Everything that needs no test run: lint and format, types, the import contracts. CI runs it before `make test`.
-check: lint typecheck contracts
+# Everything that needs no test run: lint and format, types, the import contracts, the structure. CI runs it before
+# `make test`.
+check: lint typecheck contracts structure
 
 lint: venv
-	$(BIN)/ruff check app tests benchmarks
-	$(BIN)/ruff format --check app tests benchmarks
+	$(BIN)/ruff check app tests benchmarks .ci
+	$(BIN)/ruff format --check app tests benchmarks .ci
 
 typecheck: venv
 	$(BIN)/mypy
@@ -74,6 +75,12 @@ typecheck: venv
 # The layers (gui and cli above cloud above core, and inside core) as import-linter contracts in pyproject.toml.
 contracts: venv
 	$(BIN)/lint-imports
+
+# No module in app/ over 800 lines and no import circle among app's modules (.ci/check_structure.py), beyond the
+# entries of .ci/structure_allowed.txt.
+.PHONY: structure
+structure: venv
+	$(BIN)/python .ci/check_structure.py
 
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
