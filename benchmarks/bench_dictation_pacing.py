@@ -7,7 +7,8 @@ Three espeak-ng sentences with pauses, fed to the stream (DictationStream) in 50
 them, with tiny.en decoding; every final decode sleeps ``--delay`` seconds more (as a final decode that hears
 its context takes longer). A pacing status ("falling behind: step X s", "keeping up again: step X s") names the
 decode time it reacted to: that time should be a partial's (at most the longest partial measured), never a
-final's. tests/core/test_dictation.py checks the rule on a simulated clock; this is the same on this machine's.
+final's. tests/core/dictation/test_dictation.py checks the rule on a simulated clock; this is the same on this
+machine's.
 """
 
 from __future__ import annotations

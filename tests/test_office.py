@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from app.core.transcript import save
-from tests.core.test_export_formats import with_tricky_text
+from tests.core.transcript.test_export_formats import with_tricky_text
 
 
 def test_word_and_csv_exports_open_in_libreoffice(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """A German recording with the English-only default model, in the window, the language set to German: the job
 stops before any invented English is written, and the window offers a multilingual model (downloaded first, as
 none is on disk) or "it is English". (Undeclared, the English model's own confidence only warns: see
-tests/core/test_language_check.py.)
+tests/core/engine/test_language_check.py.)
 
 The real engine runs in the window's child process (tiny.en, the only model on disk). German is espeak-ng's
 (no real German recording is available). The download goes to the stand-in hub (tests/hub_standin.py) through

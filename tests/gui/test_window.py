@@ -405,7 +405,7 @@ def test_a_corrupt_queue_opens_a_fresh_one_and_says_so(open_window, qtbot, tmp_p
 def test_a_job_stuck_after_a_restart_is_taken_back_from_the_window(open_window, qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Issue 18: a job left "running" by a process whose pid now belongs to another one (here pid 1 of a pid
     namespace, seen from outside as the machine's init) could not be cancelled, removed or retried."""
-    from tests.core.test_jobs import CLAIM_AND_DIE, _in_new_pid_namespace
+    from tests.core.queue.test_jobs import CLAIM_AND_DIE, _in_new_pid_namespace
 
     window = open_window(start_worker=False)
     for name in ("a.wav", "b.wav"):

@@ -52,7 +52,7 @@ COMPUTE_TYPE_CHAIN: dict[str, tuple[str, ...]] = {
 # window's features): a two-hour file peaked at 8.1 GB. In pieces, memory stays that of ten minutes whatever
 # the length. Ten minutes is long enough that a cut is rare (a file under 10.5 minutes is never cut) and that
 # Whisper's 30 s windows are unaffected inside a piece. A piece starts without the previous piece's words as
-# its prompt: given them, tiny.en dropped two of three sentences of a piece (tests/core/test_long_audio.py);
+# its prompt: given them, tiny.en dropped two of three sentences of a piece (tests/core/engine/test_long_audio.py);
 # the user's own prompt (names, vocabulary) is given to every piece.
 PIECE_S = 600.0
 CUT_SEARCH_S = 30.0

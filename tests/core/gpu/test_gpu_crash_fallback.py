@@ -12,7 +12,7 @@ import pytest
 from app.core.gpu import faults
 from app.core.queue.jobs import JobOptions, JobState, JobStore
 from app.core.queue.worker import EngineCrashedError, EngineProcess, JobEvent, QueueWorker, gpu_crash_note
-from tests.core.gpu_crash_child import aborts_on_the_gpu
+from tests.core.gpu.gpu_crash_child import aborts_on_the_gpu
 
 FAST = JobOptions(diarizer="embedded", formats=("txt",), language="en")
 

@@ -141,7 +141,7 @@ FINISH_ON_A_FULL_DISK = """
 import resource, sys
 from pathlib import Path
 from app.core.queue.jobs import JobStore
-from tests.core.test_jobs import _transcript
+from tests.core.queue.test_jobs import _transcript
 
 store = JobStore(Path(sys.argv[1]))
 job = store.claim_next()
@@ -158,7 +158,7 @@ except OSError as error:
 def test_finish_writes_the_transcript_before_the_state(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     job = store.add(tmp_path / "a.wav", JobOptions())
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
     child = subprocess.run(
         [sys.executable, "-c", FINISH_ON_A_FULL_DISK, str(tmp_path)], capture_output=True, text=True, env=env
     )
@@ -259,7 +259,7 @@ NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"]
 def _in_new_pid_namespace(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run Python as pid 1 of a fresh pid namespace: what a container restart (or a reboot) gives the first
     process, whatever pid an earlier one had. Needs root (unshare), like the CI machines."""
-    repository = str(Path(__file__).parents[2])
+    repository = str(Path(__file__).parents[3])
     return subprocess.run(
         [*NAMESPACE, sys.executable, "-c", code, *args],
         capture_output=True,

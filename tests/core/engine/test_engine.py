@@ -79,7 +79,7 @@ def test_three_synthetic_voices_are_never_merged_and_turns_stay_whole(engine, th
 
     The built-in diarizer's CAM++ embeddings hear espeak's "en-us+m3" as two voices on some sentences (its
     utterances split into two groups of similar size), so three or four speakers are found here; on real
-    recordings single voices stay whole (tests/core/test_diarize_real.py)."""
+    recordings single voices stay whole (tests/core/engine/diarize/test_diarize_real.py)."""
     path, utterances = three_voices
     transcript = engine.run(path, PipelineOptions(transcription=TranscriptionOptions(language="en")))
     assert len(transcript.speakers) in (3, 4)

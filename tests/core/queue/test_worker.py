@@ -186,7 +186,7 @@ def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.core.transcript import formats
-    from tests.core.test_export import make_transcript
+    from tests.core.transcript.test_export import make_transcript
 
     store = JobStore(tmp_path / "data")
     output = tmp_path / "out"
@@ -208,7 +208,7 @@ def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
 
 
 def test_auto_export_of_a_retry_keeps_a_file_edited_since(tmp_path: Path) -> None:
-    from tests.core.test_export import make_transcript
+    from tests.core.transcript.test_export import make_transcript
 
     store = JobStore(tmp_path / "data")
     output = tmp_path / "out"

@@ -785,6 +785,6 @@ def test_importing_dictation_loads_no_heavy_library() -> None:
         "names = ('torch', 'faster_whisper', 'ctranslate2', 'sounddevice', 'av', 'PySide6');"
         "print(','.join(m for m in names if m in sys.modules))"
     )
-    root = Path(__file__).parents[2]
+    root = Path(__file__).parents[3]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""

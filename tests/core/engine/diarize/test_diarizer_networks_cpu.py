@@ -185,7 +185,7 @@ def test_onnx_runtime_keeps_no_batch_memory_after_the_work(samples: np.ndarray) 
     """ONNX Runtime's memory arena would keep the largest batch's activations for good (470-490 MB more resident
     after a 160 s reading); without it, what a longer recording needed is given back."""
     from app.core.engine.memory import release_freed_memory
-    from tests.core.test_memory import resident_mb
+    from tests.core.engine.test_memory import resident_mb
 
     segmentation, embedding = bundled.Segmentation("cpu"), bundled.SpeakerEmbedding("cpu")
     assert isinstance(segmentation._model, bundled.OnnxRunner) and isinstance(embedding._model, bundled.OnnxRunner)

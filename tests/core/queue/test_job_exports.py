@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.core.queue.exports import export_job, refresh_exports
 from app.core.queue.jobs import JobOptions, JobStore
-from tests.core.test_export import make_transcript
+from tests.core.transcript.test_export import make_transcript
 
 
 def _done_job(tmp_path: Path) -> tuple[JobStore, int]:

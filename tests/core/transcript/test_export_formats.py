@@ -17,7 +17,7 @@ import pytest
 
 from app.core.transcript import formats, save
 from app.core.transcript.document import Segment, Transcript
-from tests.core.test_export import make_transcript
+from tests.core.transcript.test_export import make_transcript
 
 pytestmark = pytest.mark.unit
 

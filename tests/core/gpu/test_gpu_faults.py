@@ -144,7 +144,7 @@ def test_a_fault_is_found_in_the_errors_a_failure_came_from() -> None:
 
 
 def test_out_of_memory_is_a_fault_only_while_a_model_goes_onto_the_card() -> None:
-    # Inside a batch, out of memory halves the batch (tests/core/test_gpu_path.py), never moves to the CPU.
+    # Inside a batch, out of memory halves the batch (tests/core/gpu/test_gpu_path.py), never moves to the CPU.
     assert classify(RuntimeError(CT2_OOM), loading=False) is None
     assert classify(_torch_oom(TORCH_OOM), loading=False) is None
     loading = classify(RuntimeError(CT2_OOM), loading=True)

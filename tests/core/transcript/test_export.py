@@ -163,7 +163,7 @@ EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
 from app.core.transcript.save import save_transcript
-from tests.core.test_export import make_transcript
+from tests.core.transcript.test_export import make_transcript
 
 limit = int(sys.argv[2])
 # The file system refuses to grow any file past the limit (EFBIG), as a full or quota-limited disk refuses to
@@ -188,7 +188,7 @@ def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Pa
         [sys.executable, "-c", EXPORT_UNDER_A_FILE_SIZE_LIMIT, str(tmp_path), str(limit)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
         timeout=120,
     )
     assert child.returncode == 0, child.stderr
