@@ -55,7 +55,7 @@ from app.gui.first_run import FirstRunDialog
 from app.gui.gpu_panel import GpuPanel
 from app.gui.job_safety import ask_to_remove, ask_to_retry
 from app.gui.language_offer import LanguageOffer, offer_multilingual
-from app.gui.main_thread import run_off_main_thread
+from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
 from app.gui.model_offer import DownloadFailedNotice, MissingModelOffer, offer_missing_model
 from app.gui.models_dialog import ModelsDialog
 from app.gui.offload_dialog import OffloadDialog
@@ -699,13 +699,16 @@ class MainWindow(QMainWindow):
         job_id = self.transcript_view.job_id
         if job_id is None:
             return
-        try:
-            self.store.save_transcript(job_id, transcript)
-        except OSError as error:
-            show_error(self, "Scriba", f"Your edit could not be saved: {error}")
-            return
-        self.statusBar().showMessage("Saved.", 2000)
+        # Written on the store's writer thread (a long meeting takes a quarter of a second to save); the exports
+        # read the newest state from the store, on disk yet or not.
+        self.store.save_transcript_later(job_id, transcript, deliver_on_main_thread(self._transcript_saved))
         self.export_refresher.schedule(job_id)
+
+    def _transcript_saved(self, error: BaseException | None) -> None:
+        if error is not None:
+            show_error(self, "Scriba", f"Your edit could not be saved: {error}")
+        else:
+            self.statusBar().showMessage("Saved.", 2000)
 
     # ------------------------------------------------------------------------------------------- speakers
 
@@ -838,6 +841,7 @@ class MainWindow(QMainWindow):
         self.folder_watcher.stop()
         self.transcript_view.commit_pending()  # words typed a moment ago are saved, not lost
         self.export_refresher.flush()
+        self.store.flush_transcripts()  # on disk before the window is gone: the next start reads them
         self.transcript_view.stop_playback()
         self.settings_store.save(self._with_window_state(self.settings))
         # A running job goes back to the queue and starts again next time; nothing is lost.

@@ -40,6 +40,7 @@ from app.core.queue.sqlite_db import (
     pid_alive,
     process_started_at,
 )
+from app.core.queue.transcript_writer import SaveDone, TranscriptWriter, transcript_json
 from app.core.transcript.document import PARTIAL_PREFIX, Transcript
 
 # 2: worker_started_at (pid reuse), warnings (partial audio), exports (which files Scriba wrote).
@@ -251,6 +252,7 @@ class JobStore(SqliteDatabase):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.transcripts_dir = self.directory / "transcripts"
         self.transcripts_dir.mkdir(exist_ok=True)
+        self._writer = TranscriptWriter(self._transcript_path)  # edits saved off the caller's thread
         self._seen_data_version: int | None = None
         # Where an unreadable queue file was moved (None: the queue opened normally). Whoever opened it says so.
         self.set_aside: Path | None = None
@@ -286,7 +288,7 @@ class JobStore(SqliteDatabase):
     # ----------------------------------------------------------------------------------------- reading
 
     def _job(self, row: sqlite3.Row) -> Job:
-        transcript = self.transcript_file(row["id"])
+        transcript = self._transcript_path(row["id"])
         state = JobState(row["state"])
         return Job(
             id=row["id"],
@@ -346,11 +348,20 @@ class JobStore(SqliteDatabase):
             row = self._db.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return row is None or bool(row[0])  # a removed job counts as cancelled
 
-    def transcript_file(self, job_id: int) -> Path:
+    def _transcript_path(self, job_id: int) -> Path:
         return self.transcripts_dir / f"{job_id}.json"
 
+    def transcript_file(self, job_id: int) -> Path:
+        """The job's transcript file, holding its latest saved state (a save still being written is waited
+        for: whoever asks for the file moves, reads or deletes it)."""
+        self._writer.flush(job_id)
+        return self._transcript_path(job_id)
+
     def load_transcript(self, job_id: int) -> Transcript:
-        path = self.transcript_file(job_id)
+        pending = self._writer.latest(job_id)
+        if pending is not None:
+            return pending  # saved, still being written: what the file will hold
+        path = self._transcript_path(job_id)
         if not path.is_file():
             job = self.get(job_id)
             raise JobStateError(f"job {job_id} ({job.source.name}) has no transcript: it is {job.state.value}")
@@ -507,7 +518,7 @@ class JobStore(SqliteDatabase):
         """Store the transcript (complete file first), then mark the job done: exactly once per job.
         ``exports_pending``: its auto-exports come next; until :meth:`exports_finished` says they are written, a
         crash leaves the job marked so, and the next worker to start finishes them."""
-        write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
+        write_atomic(self.transcript_file(job_id), transcript_json(transcript))
         with self._transaction() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 1, stage = '', duration = ?, speed = ?, eta = 0, "
@@ -664,8 +675,27 @@ class JobStore(SqliteDatabase):
             db.executemany("UPDATE jobs SET position = ? WHERE id = ?", [(i + 1, job) for i, job in enumerate(ids)])
 
     def save_transcript(self, job_id: int, transcript: Transcript) -> None:
-        """Keep the user's edits (segment text, speaker names); atomic like every other write."""
-        write_atomic(self.transcript_file(job_id), json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1))
+        """Keep the user's edits (segment text, speaker names), on disk when this returns; atomic like every
+        other write, and after any save of the job still waiting (the file never goes back to an older state)."""
+        failed: list[BaseException] = []
+        self._writer.save(job_id, transcript, lambda error: failed.extend([error] if error is not None else []))
+        self._writer.flush(job_id)
+        if failed:
+            raise failed[0]
+
+    def save_transcript_later(self, job_id: int, transcript: Transcript, done: SaveDone | None = None) -> None:
+        """:meth:`save_transcript` on the store's writer thread, for the window: returns at once, ``done`` is
+        called (on that thread) with None once it is on disk or with the error that kept it off. Until then
+        :meth:`load_transcript` in this process already returns it; :meth:`flush_transcripts` waits for it."""
+        self._writer.save(job_id, transcript, done)
+
+    def flush_transcripts(self, timeout: float | None = None) -> bool:
+        """Wait for every save still being written (before quitting). False when ``timeout`` passed first."""
+        return self._writer.flush(timeout=timeout)
+
+    def close(self) -> None:
+        self.flush_transcripts()  # an edit saved a moment before quitting is on disk when the queue closes
+        super().close()
 
     def recover_interrupted(self) -> list[int]:
         """Put back jobs whose worker is gone (crash, kill, power cut, reboot). Returns their ids.
