@@ -23,6 +23,7 @@ from PySide6.QtGui import (
     QPaintEvent,
     QPalette,
     QResizeEvent,
+    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -30,7 +31,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextEdit, QWidget
 
-from app.core.transcript.document import Transcript
+from app.core.transcript.document import Segment, Transcript
 from app.core.transcript.edit import Paragraph, paragraph_tokens
 from app.core.transcript.times import clock
 from app.gui.theme import is_dark
@@ -64,6 +65,28 @@ class WordSpan:
     seconds: float
 
 
+def _segment_shows_same(old: Segment, new: Segment) -> bool:
+    """Whether two segments put the same words, times and confidences on the page (speakers aside)."""
+    if old is new:
+        return True
+    if old.text != new.text or old.start != new.start or len(old.words) != len(new.words):
+        return False
+    return old.words is new.words or all(
+        a.word == b.word and a.start == b.start and a.probability == b.probability
+        for a, b in zip(old.words, new.words, strict=True)
+    )
+
+
+def _shows_same(old: Transcript, old_paragraph: Paragraph, new: Transcript, paragraph: Paragraph, shift: int) -> bool:
+    """Whether a paragraph's block shows what it did, its segments now ``shift`` places further on."""
+    if len(old_paragraph.segments) != len(paragraph.segments):
+        return False
+    return all(
+        index + shift == new_index and _segment_shows_same(old.segments[index], new.segments[new_index])
+        for index, new_index in zip(old_paragraph.segments, paragraph.segments, strict=True)
+    )
+
+
 class ParagraphMargin(QWidget):
     """Paints each paragraph's start time and speaker beside it, in the speaker's colour."""
 
@@ -78,15 +101,11 @@ class ParagraphMargin(QWidget):
         """A click on a paragraph's time or speaker plays the paragraph from its start."""
         editor = self.editor
         y = int(event.position().y()) + editor.verticalScrollBar().value() - editor.document_margin()
-        layout = editor.document().documentLayout()
-        block = editor.document().begin()
-        while block.isValid():
-            if layout.blockBoundingRect(block).bottom() >= y:
-                number = block.blockNumber()
-                if number < len(editor.spans) and editor.spans[number]:
-                    editor.word_clicked.emit(editor.spans[number][0].seconds)  # its first word, as heard
-                return
-            block = block.next()
+        block = editor.block_at(y)
+        if block.isValid():
+            number = block.blockNumber()
+            if number < len(editor.spans) and editor.spans[number]:
+                editor.word_clicked.emit(editor.spans[number][0].seconds)  # its first word, as heard
 
     def paintEvent(self, event: QPaintEvent) -> None:
         editor = self.editor
@@ -98,7 +117,7 @@ class ParagraphMargin(QWidget):
         line = editor.fontMetrics().height()
         bold = editor.font()
         bold.setBold(True)
-        block = editor.document().begin()
+        block = editor.block_at(offset - editor.document_margin())  # the first one in view
         while block.isValid():
             number = block.blockNumber()
             top = int(layout.blockBoundingRect(block).top()) - offset + editor.document_margin()
@@ -144,10 +163,11 @@ class TranscriptEditor(QTextEdit):
         self._rendering = False
         self.playing: tuple[int, int] | None = None  # (block, index in spans[block]) being heard
         self.follow_playback = True
-        self._matches: list[tuple[int, int, int]] = []  # (block, start, end) of search matches
+        self._matches: list[tuple[int, int, int]] = []  # (block, start, end) of search matches, in order
+        self._shown_blocks: tuple[int, int] | None = None  # the blocks in view when the matches were marked
         self.margin = ParagraphMargin(self)
         self.setViewportMargins(self.margin_width(), 0, 0, 0)
-        self.verticalScrollBar().valueChanged.connect(lambda _value: self.margin.update())
+        self.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.document().contentsChange.connect(self._contents_changed)
         self.cursorPositionChanged.connect(self._cursor_moved)
 
@@ -168,6 +188,20 @@ class TranscriptEditor(QTextEdit):
     def document_margin(self) -> int:
         return int(self.document().documentMargin())
 
+    def block_at(self, y: float) -> QTextBlock:
+        """The first block whose bottom is at or below ``y`` (document coordinates; invalid when none is): found
+        by halving, so that painting the margin at the end of a long meeting does not walk every block above."""
+        document = self.document()
+        layout = document.documentLayout()
+        low, high = 0, document.blockCount()
+        while low < high:
+            middle = (low + high) // 2
+            if layout.blockBoundingRect(document.findBlockByNumber(middle)).bottom() >= y:
+                high = middle
+            else:
+                low = middle + 1
+        return document.findBlockByNumber(low)  # invalid past the last block
+
     def colour_of(self, speaker: str | None) -> QColor:
         speakers = self.transcript.speakers if self.transcript is not None else ()
         return speaker_colour(speakers, speaker, self.palette())
@@ -175,9 +209,10 @@ class TranscriptEditor(QTextEdit):
     def set_transcript(self, transcript: Transcript | None, paragraphs: list[Paragraph]) -> None:
         """Show ``transcript``; the cursor and the scroll position stay where they were.
 
-        When the paragraphs are the same turns as before (typing, replace, undo of those), only the paragraphs
-        whose words changed are written again: an hour of speech is rewritten whole in about half a second,
-        too long a pause each time the cursor leaves a corrected paragraph."""
+        Only the paragraphs that read differently are written again: the longest run of paragraphs at either end
+        that show the same words (a renamed or reassigned speaker is drawn in the margin, not written in the
+        text) keeps its blocks, so that a rename, a split or an edit in a three-hour meeting rewrites a few
+        paragraphs, not 26,000 words. A paragraph typed in is always written again (its spaces normalised)."""
         # The selection too (as block and offset, which survive rewriting other paragraphs): selecting words
         # and then clicking "Give to" reads the typed paragraph back first, and must not lose what was selected.
         anchor, position = self._place(self.textCursor().anchor()), self._place(self.textCursor().position())
@@ -186,39 +221,30 @@ class TranscriptEditor(QTextEdit):
         document = self.document()
         self._rendering = True
         self.transcript, self.paragraphs = transcript, paragraphs
-        same_turns = (
-            transcript is not None
-            and previous is not None
-            and len(transcript.segments) == len(previous.segments)
-            and [(p.speaker, p.segments) for p in paragraphs] == [(p.speaker, p.segments) for p in previous_paragraphs]
-            and document.blockCount() == len(paragraphs) == len(self.spans)
-        )
-        if same_turns:
-            assert transcript is not None and previous is not None
-            for number, paragraph in enumerate(paragraphs):
-                changed = any(transcript.segments[i] != previous.segments[i] for i in paragraph.segments)
-                if changed or number in self._typed:
-                    writer = QTextCursor(document.findBlockByNumber(number))
-                    writer.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-                    writer.removeSelectedText()
-                    self.spans[number] = self._write_paragraph(writer, transcript, paragraph)
+        shown = paragraphs if transcript is not None else []
+        kept = document.blockCount() == len(previous_paragraphs) == len(self.spans) and previous is not None
+        if transcript is None or previous is None or not kept or not shown or not previous_paragraphs:
+            first, old_end, new_end = 0, document.blockCount(), len(shown)
+            spans_before: list[list[WordSpan]] = []
+            spans_after: list[list[WordSpan]] = []
         else:
-            document.clear()
-            self.spans = []
-            writer = QTextCursor(document)
-            block_format = QTextBlockFormat()
-            block_format.setTopMargin(10)  # paragraphs (speaker turns) apart
-            for number, paragraph in enumerate(paragraphs if transcript is not None else []):
-                assert transcript is not None
-                if number:
-                    writer.insertBlock(block_format, QTextCharFormat())
-                else:
-                    writer.setBlockFormat(block_format)
-                self.spans.append(self._write_paragraph(writer, transcript, paragraph))
+            first, old_end, new_end = self._changed_range(previous, previous_paragraphs, transcript, shown)
+            shift = len(transcript.segments) - len(previous.segments)
+            spans_before = self.spans[:first]
+            spans_after = [
+                spans if not shift else [WordSpan(s.start, s.end, s.segment + shift, s.token, s.seconds) for s in spans]
+                for spans in self.spans[old_end:]
+            ]
+        # Nothing to write when every paragraph shows what it did (a rename): the margin draws the new names.
+        if first < max(old_end, new_end) or not shown:
+            middle = self._rewrite(first, old_end, transcript, shown[first:new_end])
+            self.spans = [*spans_before, *middle, *spans_after]
+            self._timeline = sorted(
+                (span.seconds, number, index)
+                for number, spans in enumerate(self.spans)
+                for index, span in enumerate(spans)
+            )
         self._typed.clear()
-        self._timeline = sorted(
-            (span.seconds, number, index) for number, spans in enumerate(self.spans) for index, span in enumerate(spans)
-        )
         self._dirty.clear()
         self.playing = None
         restored = QTextCursor(document)
@@ -229,6 +255,79 @@ class TranscriptEditor(QTextEdit):
         self._rendering = False
         self._refresh_selections()
         self.margin.update()
+
+    def _changed_range(
+        self,
+        previous: Transcript,
+        previous_paragraphs: list[Paragraph],
+        transcript: Transcript,
+        paragraphs: list[Paragraph],
+    ) -> tuple[int, int, int]:
+        """(first, old end, new end): blocks ``first`` to ``old end`` become paragraphs ``first`` to ``new end``;
+        the blocks before and after show the same words as before (the range may be empty)."""
+        stale = self._typed | self._dirty
+        shift = len(transcript.segments) - len(previous.segments)
+        limit = min(len(previous_paragraphs), len(paragraphs))
+        first = 0
+        while (
+            first < limit
+            and first not in stale
+            and _shows_same(previous, previous_paragraphs[first], transcript, paragraphs[first], 0)
+        ):
+            first += 1
+        after = 0
+        while (
+            after < limit - first
+            and len(previous_paragraphs) - 1 - after not in stale
+            and _shows_same(previous, previous_paragraphs[-1 - after], transcript, paragraphs[-1 - after], shift)
+        ):
+            after += 1
+        return first, len(previous_paragraphs) - after, len(paragraphs) - after
+
+    def _rewrite(
+        self, first: int, old_end: int, transcript: Transcript | None, paragraphs: list[Paragraph]
+    ) -> list[list[WordSpan]]:
+        """Replace blocks ``first`` to ``old_end`` with ``paragraphs``, as one edit of the document (laid out
+        once); where each word went."""
+        document = self.document()
+        writer = QTextCursor(document)
+        writer.beginEditBlock()
+        block_format = QTextBlockFormat()
+        block_format.setTopMargin(10)  # paragraphs (speaker turns) apart
+        if old_end <= first:  # nothing removed: new blocks go in before block ``first`` (or at the end)
+            if first < document.blockCount():
+                writer.setPosition(document.findBlockByNumber(first).position())
+                if paragraphs:
+                    writer.insertBlock(block_format, QTextCharFormat())
+                    writer.movePosition(QTextCursor.MoveOperation.PreviousBlock)
+            else:
+                writer.movePosition(QTextCursor.MoveOperation.End)
+                if paragraphs and first > 0:
+                    writer.insertBlock(block_format, QTextCharFormat())
+        else:
+            start = document.findBlockByNumber(first)
+            last = document.findBlockByNumber(old_end - 1)
+            if not paragraphs:  # the blocks go, with the line break before (or after) them
+                begin = start.position() - 1 if first > 0 else start.position()
+                end = last.position() + last.length() - (1 if first > 0 or old_end >= document.blockCount() else 0)
+                writer.setPosition(max(0, begin))
+                writer.setPosition(min(end, document.characterCount() - 1), QTextCursor.MoveMode.KeepAnchor)
+                writer.removeSelectedText()
+                writer.endEditBlock()
+                return []
+            writer.setPosition(start.position())
+            writer.setPosition(last.position() + last.length() - 1, QTextCursor.MoveMode.KeepAnchor)
+            writer.removeSelectedText()
+        writer.setBlockFormat(block_format)
+        spans: list[list[WordSpan]] = []
+        assert transcript is not None or not paragraphs
+        for number, paragraph in enumerate(paragraphs):
+            assert transcript is not None
+            if number:
+                writer.insertBlock(block_format, QTextCharFormat())
+            spans.append(self._write_paragraph(writer, transcript, paragraph))
+        writer.endEditBlock()
+        return spans
 
     def _place(self, position: int) -> tuple[int, int]:
         block = self.document().findBlock(position)
@@ -241,29 +340,46 @@ class TranscriptEditor(QTextEdit):
         return block.position() + min(offset, max(0, block.length() - 1))
 
     def _write_paragraph(self, writer: QTextCursor, transcript: Transcript, paragraph: Paragraph) -> list[WordSpan]:
-        """Write one paragraph's words at ``writer`` (the start of an empty block); where each word went."""
+        """Write one paragraph's words at ``writer`` (the start of an empty block); where each word went.
+
+        Plain words go in one piece; only a doubtful word is a piece of its own (its format and tooltip)."""
         plain = QTextCharFormat()
         doubtful = QTextCharFormat()
         doubtful.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
         doubtful.setUnderlineColor(self.palette().color(QPalette.ColorRole.Highlight))
         spans: list[WordSpan] = []
+        pending: list[str] = []  # plain text not written yet
+        at = 0  # the block position the next character goes to, in UTF-16 units as Qt counts
         for position, token in enumerate(paragraph_tokens(transcript, paragraph)):
             if position:
-                writer.insertText(" ", plain)
-            start = writer.positionInBlock()
+                pending.append(" ")
+                at += 1
+            length = len(token.text) if token.text.isascii() else len(token.text.encode("utf-16-le")) // 2
             if token.word is not None and token.word.probability < LOW_CONFIDENCE:
+                if pending:
+                    writer.insertText("".join(pending), plain)
+                    pending.clear()
                 doubtful.setToolTip(f"Uncertain word ({token.word.probability:.0%} confidence)")
                 writer.insertText(token.text, doubtful)
             else:
-                writer.insertText(token.text, plain)
+                pending.append(token.text)
             seconds = token.start if token.start is not None else transcript.segments[token.segment].start
-            spans.append(WordSpan(start, writer.positionInBlock(), token.segment, token.index, seconds))
+            spans.append(WordSpan(at, at + length, token.segment, token.index, seconds))
+            at += length
+        if pending:
+            writer.insertText("".join(pending), plain)
         return spans
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         area = self.contentsRect()
         self.margin.setGeometry(QRect(area.left(), area.top(), self.margin_width(), area.height()))
+        self._scrolled()
+
+    def _scrolled(self, _value: int = 0) -> None:
+        self.margin.update()
+        if self._matches and not self._rendering and self._visible_blocks() != self._shown_blocks:
+            self._refresh_selections()  # the matches now in view are marked
 
     # ------------------------------------------------------------------------------------------- editing
 
@@ -421,16 +537,39 @@ class TranscriptEditor(QTextEdit):
     # ------------------------------------------------------------------------------------------- search
 
     def set_matches(self, matches: list[tuple[int, int, int]]) -> None:
-        self._matches = matches
+        self._matches = sorted(matches)
         self._refresh_selections()
 
+    def _visible_blocks(self) -> tuple[int, int]:
+        """The first and last block (numbers) at least partly in view."""
+        top = self.verticalScrollBar().value() - self.document_margin()
+        first = self.block_at(top)
+        last = self.block_at(top + self.viewport().height())
+        count = self.document().blockCount()
+        return (
+            first.blockNumber() if first.isValid() else count - 1,
+            last.blockNumber() if last.isValid() else count - 1,
+        )
+
     def _refresh_selections(self) -> None:
+        """The search matches in view and the word being heard, as extra selections. Only those in view: a
+        one-letter search in a long meeting finds tens of thousands, and Qt looks at every extra selection on
+        every paint (each position update while playing)."""
         palette = self.palette()
         selections: list[QTextEdit.ExtraSelection] = []
         found = QColor(palette.color(QPalette.ColorRole.Highlight))
         found.setAlpha(70)
-        for block, start, end in self._matches:
-            selections.append(self._selection(block, start, end, background=found))
+        self._shown_blocks = self._visible_blocks() if self._matches else None
+        if self._shown_blocks is not None:
+            first, last = self._shown_blocks
+            begin = bisect.bisect_left(self._matches, (first, -1, -1))
+            end = bisect.bisect_left(self._matches, (last + 1, -1, -1))
+            document = self.document()
+            for block, start, stop in self._matches[begin:end]:
+                # Matches of the text before an edit are looked for again after it; until then, one that no
+                # longer fits its paragraph is not drawn.
+                if stop < document.findBlockByNumber(block).length():
+                    selections.append(self._selection(block, start, stop, background=found))
         if self.playing is not None:
             block, index = self.playing
             span = self.spans[block][index]
