@@ -96,11 +96,11 @@ def _print_event(event: OffloadEvent) -> None:
 
 def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     from app.cloud.offload.base import OffloadConfig, OffloadError, RemoteSetup
+    from app.cloud.offload.controller import parse_remote_command
     from app.cloud.offload.launch import ledger_for
     from app.cloud.offload.queue_offload import resolved_options
     from app.cloud.offload.results import results_dir
     from app.cloud.offload.run import Offload
-    from app.cloud.offload.session import parse_remote_command
     from app.cloud.providers.ssh_host import SshHostProvider
     from app.cloud.remote.transport import TransportError, parse_ssh_url
 

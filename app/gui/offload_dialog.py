@@ -1,13 +1,13 @@
 """Offload to cloud: what the selected jobs would cost on each GPU, where to run them, and the run itself.
 
-The widgets only: :class:`app.cloud.offload.session.OffloadSession` estimates, checks the choice, runs
+The widgets only: :class:`app.cloud.offload.controller.OffloadController` estimates, checks the choice, runs
 :class:`app.cloud.offload.queue_offload.QueueOffload` on its own thread and says how the run ended. The jobs stay
 in the queue while they run elsewhere: QueueOffload writes their remote progress and cost into the store, and
 finishes, fails or requeues them itself.
 
-Threading: the session's threads report only through callables from
+Threading: the controller's threads report only through callables from
 :func:`app.gui.main_thread.deliver_on_main_thread`, so the dialog's slots run on the main thread, where they
-hand the news to the session. No widget is touched, and no session state changed, from another thread.
+hand the news to the controller. No widget is touched, and no controller state changed, from another thread.
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cloud.offload.session import (
+from app.cloud.offload.controller import (
     DEFAULT_BUDGET_USD,
     BatchFactory,
     BuildOffload,
     ChoiceError,
     EstimateFunction,
+    OffloadController,
     OffloadRun,
-    OffloadSession,
     Prepared,
     RentFactory,
     RunOutcome,
@@ -128,7 +128,7 @@ class OffloadDialog(QDialog):
             from app.cloud.batch.rented import build_rented_batch
 
             batch_factory = build_rented_batch
-        self.session = OffloadSession(
+        self.controller = OffloadController(
             store,
             job_ids,
             estimate_function=estimate_function,
@@ -138,7 +138,7 @@ class OffloadDialog(QDialog):
         )
         self._confirm = confirm
         preferences = preferences or OffloadPreferences()
-        # For the session's threads: each call runs the slot on the main thread, in the order of the calls.
+        # For the controller's threads: each call runs the slot on the main thread, in the order of the calls.
         self._deliver_prepared = deliver_on_main_thread(self._on_prepared)
         self._deliver_event = deliver_on_main_thread(self._on_event)
         self._deliver_outcome = deliver_on_main_thread(self._on_ended)
@@ -328,13 +328,13 @@ class OffloadDialog(QDialog):
     # -------------------------------------------------------------------------------------------- estimate
 
     def _start_estimate(self) -> None:
-        self.session.start_estimate(self._deliver_prepared)
+        self.controller.start_estimate(self._deliver_prepared)
 
     def _on_prepared(self, prepared: object) -> None:
         if not isinstance(prepared, Prepared):
             self.summary_label.setText(f"The jobs could not be read: {prepared}")
             return
-        self.session.accept(prepared)
+        self.controller.accept(prepared)
         self.summary_label.setText(summary_text(prepared.selected, prepared.why_no_estimate))
         if prepared.estimate is not None:
             self._fill_table(prepared.estimate)
@@ -409,9 +409,9 @@ class OffloadDialog(QDialog):
     # -------------------------------------------------------------------------------------------- run button
 
     def _update_run_button(self) -> None:
-        if self.running or self.selected is None or self.session.spent:
+        if self.running or self.selected is None or self.controller.spent:
             self.run_button.setEnabled(False)
-            if self.session.spent:
+            if self.controller.spent:
                 self.run_button.setToolTip("These jobs are no longer queued")
             return
         self.machines.setEnabled(not self.ssh_choice.isChecked())  # several machines: a rental's choice
@@ -441,7 +441,7 @@ class OffloadDialog(QDialog):
         if self.running:
             return
         self._show_error("")
-        queued = self.session.still_queued()
+        queued = self.controller.still_queued()
         if not queued:
             self._show_error("None of these jobs is queued any more: nothing to offload.")
             return
@@ -470,7 +470,7 @@ class OffloadDialog(QDialog):
                 self._set_status("Nothing was rented.")
                 return
             machines = spread.nodes if spread is not None else 1
-            build = self.session.rent_build(option, options, budget, self.send_token.isChecked(), machines)
+            build = self.controller.rent_build(option, options, budget, self.send_token.isChecked(), machines)
             count = f"{machines} × " if machines > 1 else ""
             where = f"{count}{option.offer.gpu} ({provider_title(option.offer.provider)})"
         self.remember.emit({"budget_usd": budget})
@@ -497,7 +497,7 @@ class OffloadDialog(QDialog):
             self._show_error(str(error))
             return None
         self.remember.emit({"ssh_host": choice.to_remember()})
-        return self.session.ssh_build(host, options, self.send_token.isChecked())
+        return self.controller.ssh_build(host, options, self.send_token.isChecked())
 
     def _begin(self, job_ids: list[int], build: BuildOffload, where: str) -> None:
         self.gpu_label.setText("")
@@ -509,38 +509,38 @@ class OffloadDialog(QDialog):
         self.close_button.setEnabled(False)
         for widget in (self.table, self.rent_choice, self.ssh_choice, self.budget, self.machines, self.send_token):
             widget.setEnabled(False)
-        self.session.begin(job_ids, build, where, self._deliver_event, self._deliver_outcome)
+        self.controller.begin(job_ids, build, where, self._deliver_event, self._deliver_outcome)
         self._update_run_button()
         self._tick.start()
         self._render_status()
 
     # -------------------------------------------------------------------------------------------- running
 
-    # The session's state, read where the window and the tests look for it.
+    # The controller's state, read where the window and the tests look for it.
 
     @property
     def running(self) -> bool:
-        return self.session.running
+        return self.controller.running
 
     @property
     def selected(self) -> SelectedJobs | None:
-        return self.session.selected
+        return self.controller.selected
 
     @property
     def estimate(self) -> Estimate | None:
-        return self.session.estimate
+        return self.controller.estimate
 
     @property
     def outcome(self) -> RunOutcome | None:
-        return self.session.outcome
+        return self.controller.outcome
 
     @property
     def offload_run(self) -> OffloadRun | None:
-        return self.session.offload_run
+        return self.controller.offload_run
 
     def cancel(self) -> None:
         """Stop the offload; the machine is torn down (and the jobs marked cancelled) before run() returns."""
-        if not self.session.cancel():
+        if not self.controller.cancel():
             return
         self.cancel_button.setEnabled(False)
         self._render_status()
@@ -553,10 +553,10 @@ class OffloadDialog(QDialog):
 
     def wait_until_ended(self, timeout_s: float | None = None) -> bool:
         """Block until the run thread has ended (tests, and a caller that must not leave before the teardown)."""
-        return self.session.wait_until_ended(timeout_s)
+        return self.controller.wait_until_ended(timeout_s)
 
     def _on_event(self, event: OffloadEvent) -> None:
-        shown = self.session.apply_event(event)
+        shown = self.controller.apply_event(event)
         if shown is not None:
             self.progress.setFormat(shown.label)
             self.progress.setValue(round(shown.fraction * PROGRESS_STEPS))
@@ -566,14 +566,14 @@ class OffloadDialog(QDialog):
         self.offload_event.emit(event)
 
     def _render_status(self) -> None:
-        text = self.session.status_text()
+        text = self.controller.status_text()
         if text is None:
             self._tick.stop()
             return
         self._set_status(text)
 
     def _on_ended(self, outcome: RunOutcome) -> None:
-        conclusion = self.session.conclude(outcome)
+        conclusion = self.controller.conclude(outcome)
         self._tick.stop()
         self.cancel_button.hide()
         self.close_button.setEnabled(True)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.cloud.offload.session import sweep_at_start, sweep_is_due
+from app.cloud.offload.controller import sweep_at_start, sweep_is_due
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
 
 
 class OrphanSweep(QObject):
     """The teardown ledger's open entries, and any machine a provider still lists although the ledger says it is
-    gone (:func:`app.cloud.offload.session.sweep_at_start`, the same sweep as `scriba offload run`'s).
+    gone (:func:`app.cloud.offload.controller.sweep_at_start`, the same sweep as `scriba offload run`'s).
 
     Runs on a thread, and only where a ledger exists (something was offloaded from this data folder once): then
     it reads the keyring and asks every provider that has a key for its list of Scriba's machines.

@@ -28,7 +28,7 @@ def test_the_exit_codes_keep_their_numbers() -> None:
 
 def test_every_error_written_for_a_user_has_one_root_and_an_exit_code() -> None:
     from app.cloud.offload.base import BudgetExceeded, OffloadError
-    from app.cloud.offload.session import ChoiceError
+    from app.cloud.offload.controller import ChoiceError
     from app.cloud.pricing.prices import PriceTableError
     from app.cloud.providers import AuthError, ProviderError
     from app.cloud.remote.transport import HostKeyError, TransportError

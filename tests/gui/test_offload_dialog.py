@@ -20,10 +20,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 from app.cloud.offload.base import OffloadConfig, OffloadEvent, OffloadTiming
+from app.cloud.offload.controller import RentFactory, why_not_rentable
 from app.cloud.offload.launch import ledger_for
 from app.cloud.offload.ledger import LaunchState, Ledger, Owner
 from app.cloud.offload.run import Offload
-from app.cloud.offload.session import RentFactory, why_not_rentable
 from app.cloud.pricing.estimate import LOCAL_PROVIDER
 from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
@@ -567,7 +567,7 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
     verified, the ledger closed."""
     from app.cloud.batch.rented import RentedBatch
     from app.cloud.batch.run import BatchTiming
-    from app.cloud.offload.session import parse_remote_command
+    from app.cloud.offload.controller import parse_remote_command
     from app.cloud.providers import RunPod
     from tests.cloud.runpod_pods import ReplayedPods
 

@@ -16,11 +16,11 @@ import pytest
 import soundfile
 
 from app.cloud.offload.base import OffloadEvent, RemoteSetup, Teardown
-from app.cloud.offload.session import (
+from app.cloud.offload.controller import (
     BuildOffload,
     ChoiceError,
     Conclusion,
-    OffloadSession,
+    OffloadController,
     Prepared,
     RunOutcome,
     SshHostChoice,
@@ -123,16 +123,16 @@ def test_mixed_options_are_said_and_the_first_jobs_are_used(store: JobStore, tmp
 
 
 @pytest.mark.unit
-def test_the_session_estimates_on_a_thread_and_records_what_it_is_given(store: JobStore, tmp_path: Path) -> None:
+def test_the_controller_estimates_on_a_thread_and_records_what_it_is_given(store: JobStore, tmp_path: Path) -> None:
     ids = [job.id for job in store.add_many([tone(tmp_path / "a.wav", 2.0)], OPTIONS)]
-    session = OffloadSession(store, ids, estimate_function=table_estimate)
+    controller = OffloadController(store, ids, estimate_function=table_estimate)
     delivered: queue.Queue[Prepared | Exception] = queue.Queue()
-    session.start_estimate(delivered.put)
+    controller.start_estimate(delivered.put)
     prepared = delivered.get(timeout=ENDED_WAIT_S)
     assert isinstance(prepared, Prepared)
-    assert session.selected is None, "the state changes only where the caller accepts it (the window's thread)"
-    session.accept(prepared)
-    assert session.selected == prepared.selected and session.estimate is prepared.estimate
+    assert controller.selected is None, "the state changes only where the caller accepts it (the window's thread)"
+    controller.accept(prepared)
+    assert controller.selected == prepared.selected and controller.estimate is prepared.estimate
 
 
 # ------------------------------------------------------------------------------------------------ the choice
@@ -197,16 +197,16 @@ def test_the_remote_command_takes_leading_assignments_as_its_environment() -> No
 
 
 def run_to_the_end(
-    session: OffloadSession, job_ids: list[int], build: BuildOffload, events: list[OffloadEvent]
+    controller: OffloadController, job_ids: list[int], build: BuildOffload, events: list[OffloadEvent]
 ) -> Conclusion:
     ended: queue.Queue[RunOutcome] = queue.Queue()
-    session.begin(job_ids, build, "the test", events.append, ended.put)
-    assert session.running and str(session.status_text()).startswith("starting on the test · ")
+    controller.begin(job_ids, build, "the test", events.append, ended.put)
+    assert controller.running and str(controller.status_text()).startswith("starting on the test · ")
     outcome = ended.get(timeout=ENDED_WAIT_S)
-    assert session.running, "the run counts as running until its outcome is concluded on the caller's thread"
-    conclusion = session.conclude(outcome)
-    assert not session.running and session.status_text() is None
-    assert session.wait_until_ended(ENDED_WAIT_S)
+    assert controller.running, "the run counts as running until its outcome is concluded on the caller's thread"
+    conclusion = controller.conclude(outcome)
+    assert not controller.running and controller.status_text() is None
+    assert controller.wait_until_ended(ENDED_WAIT_S)
     return conclusion
 
 
@@ -215,22 +215,22 @@ def test_renting_without_an_api_key_takes_no_job_and_may_be_tried_again(
     store: JobStore, tmp_path: Path, memory_keyring: dict[tuple[str, str], str]
 ) -> None:
     ids = [job.id for job in store.add_many([tone(tmp_path / "a.wav", 60.0), tone(tmp_path / "b.wav", 60.0)], OPTIONS)]
-    session = OffloadSession(store, ids, estimate_function=table_estimate)
-    session.accept(prepare(store, ids, table_estimate))
-    assert session.estimate is not None
-    build = session.rent_build(rentable_lambda_row(session.estimate), OPTIONS, 50.0, send_token=False)
+    controller = OffloadController(store, ids, estimate_function=table_estimate)
+    controller.accept(prepare(store, ids, table_estimate))
+    assert controller.estimate is not None
+    build = controller.rent_build(rentable_lambda_row(controller.estimate), OPTIONS, 50.0, send_token=False)
     events: list[OffloadEvent] = []
     ended: queue.Queue[RunOutcome] = queue.Queue()
-    session.begin(session.still_queued(), build, "A10 (Lambda Cloud)", events.append, ended.put)
+    controller.begin(controller.still_queued(), build, "A10 (Lambda Cloud)", events.append, ended.put)
     outcome = ended.get(timeout=ENDED_WAIT_S)
-    conclusion = session.conclude(outcome)
+    conclusion = controller.conclude(outcome)
     assert outcome.error is not None and not outcome.cancelled and events == []
     assert conclusion.error is not None and conclusion.error.startswith("No usable API key. No Lambda Cloud API key")
     assert "`scriba offload key set lambda`" in conclusion.error
     assert conclusion.error.endswith("The jobs are still queued.")
     assert conclusion.status.startswith("Offload failed after ") and conclusion.progress_label == "Failed"
     assert conclusion.notification == f"{conclusion.status} {conclusion.error}"
-    assert not conclusion.spent and not session.spent and not session.running
+    assert not conclusion.spent and not controller.spent and not controller.running
     assert states(store) == [JobState.QUEUED, JobState.QUEUED]
     assert not (store.directory / "cloud-ledger.sqlite3").exists(), "nothing was launched"
 
@@ -241,7 +241,7 @@ def test_a_cancel_while_the_offload_is_built_takes_no_job(store: JobStore, tmp_p
 
     ids = [job.id for job in store.add_many([tone(tmp_path / "a.wav", 1.0)], OPTIONS)]
     (tmp_path / "known_hosts").write_text("")
-    session = OffloadSession(store, ids)
+    controller = OffloadController(store, ids)
 
     def build_then_cancel() -> Offload:
         # The user presses Cancel while the run thread is still building (reading a key, fetching offers).
@@ -249,38 +249,38 @@ def test_a_cancel_while_the_offload_is_built_takes_no_job(store: JobStore, tmp_p
             "ssh://nobody@127.0.0.1:9", store.directory, identity=None, known_hosts=tmp_path / "known_hosts",
             options=OPTIONS,
         )  # fmt: skip
-        assert session.cancel()
-        assert session.status_text() is not None and str(session.status_text()).startswith("Tearing down… ")
+        assert controller.cancel()
+        assert controller.status_text() is not None and str(controller.status_text()).startswith("Tearing down… ")
         return offload
 
     events: list[OffloadEvent] = []
     ended: queue.Queue[RunOutcome] = queue.Queue()
-    session.begin(ids, build_then_cancel, "your SSH host", events.append, ended.put)
+    controller.begin(ids, build_then_cancel, "your SSH host", events.append, ended.put)
     outcome = ended.get(timeout=ENDED_WAIT_S)
-    conclusion = session.conclude(outcome)
+    conclusion = controller.conclude(outcome)
     assert outcome == RunOutcome(cancelled=True) and events == []
     assert conclusion.status.startswith("Cancelled after ")
     assert conclusion.status.endswith("; nothing was started remotely · $0.000")
     assert conclusion.error is None, "a cancel leaves the error shown as it was"
     assert conclusion.progress_label == "Cancelled" and not conclusion.spent
     assert states(store) == [JobState.QUEUED]
-    assert not session.cancel(), "nothing runs any more"
+    assert not controller.cancel(), "nothing runs any more"
 
 
 @pytest.mark.unit
 def test_events_add_up_to_the_progress_the_cost_and_the_last_message(store: JobStore) -> None:
-    session = OffloadSession(store, [1, 2])
-    session.running_ids = [1, 2]
-    upload = session.apply_event(OffloadEvent("upload", "uploading", fraction=0.5, cost_usd=0.01))
+    controller = OffloadController(store, [1, 2])
+    controller.running_ids = [1, 2]
+    upload = controller.apply_event(OffloadEvent("upload", "uploading", fraction=0.5, cost_usd=0.01))
     assert upload is not None and (upload.label, upload.fraction) == ("Uploading %p%", 0.5)
-    first = session.apply_event(OffloadEvent("progress", index=0, fraction=0.5, cost_usd=0.02))
+    first = controller.apply_event(OffloadEvent("progress", index=0, fraction=0.5, cost_usd=0.02))
     assert first is not None and (first.label, first.fraction) == ("Transcribing %p%", 0.25)
     # An older report never moves a file back; a finished or failed file counts whole.
-    assert session.apply_event(OffloadEvent("progress", index=0, fraction=0.1)) == first
-    done = session.apply_event(OffloadEvent("failed", "b.wav failed", index=1, cost_usd=0.015))
+    assert controller.apply_event(OffloadEvent("progress", index=0, fraction=0.1)) == first
+    done = controller.apply_event(OffloadEvent("failed", "b.wav failed", index=1, cost_usd=0.015))
     assert done is not None and done.fraction == pytest.approx(0.75)
-    assert session.apply_event(OffloadEvent("gpu", data={"gpus": []})) is None
-    assert session.last_message == "b.wav failed" and session.cost_usd == 0.02
+    assert controller.apply_event(OffloadEvent("gpu", data={"gpus": []})) is None
+    assert controller.last_message == "b.wav failed" and controller.cost_usd == 0.02
 
 
 @pytest.mark.unit
@@ -304,20 +304,20 @@ def test_a_run_on_a_loopback_ssh_host_finishes_the_jobs(
                 sshd.url, str(sshd.client_key), str(sshd.write_known_hosts(tmp_path / "kh")), remote_command(tmp_path)
             )
         )
-        session = OffloadSession(store, ids)
+        controller = OffloadController(store, ids)
         events: list[OffloadEvent] = []
-        conclusion = run_to_the_end(session, ids, session.ssh_build(host, OPTIONS, send_token=False), events)
+        conclusion = run_to_the_end(controller, ids, controller.ssh_build(host, OPTIONS, send_token=False), events)
     finally:
         sshd.stop()
-    assert session.outcome is not None and session.outcome.error is None and session.outcome.result is not None
+    assert controller.outcome is not None and controller.outcome.error is None and controller.outcome.result is not None
     assert {event.kind for event in events} >= {"status", "upload", "started", "done"}
     (job,) = store.jobs()
     assert job.state is JobState.DONE
-    assert "hello" in session.outcome.result.transcripts[0].text.lower()
+    assert "hello" in controller.outcome.result.transcripts[0].text.lower()
     assert conclusion.status.startswith("Finished on ") and ": 1 transcribed in " in conclusion.status
     assert conclusion.error == "" and conclusion.complete and conclusion.spent
-    assert session.offload_run is not None and session.offload_run.offload is not None
-    assert session.offload_run.offload.teardown.state == "nothing_to_end"
+    assert controller.offload_run is not None and controller.offload_run.offload is not None
+    assert controller.offload_run.offload.teardown.state == "nothing_to_end"
 
 
 # ------------------------------------------------------------------------------------------------ the sweep

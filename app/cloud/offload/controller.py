@@ -2,10 +2,10 @@
 run on its own thread (build the offload, then :class:`app.cloud.offload.queue_offload.QueueOffload` takes the
 jobs and runs it), what its events add up to, and what is said when it ends. Also the start-up sweep's decision.
 
-Threads: :meth:`OffloadSession.start_estimate` and :meth:`OffloadSession.begin` start threads that report only
+Threads: :meth:`OffloadController.start_estimate` and :meth:`OffloadController.begin` start threads that report only
 through the callables they are given, and they report from those threads. A GUI hands in callables that carry
-the news to its own thread, and there calls :meth:`OffloadSession.accept`, :meth:`OffloadSession.apply_event` and
-:meth:`OffloadSession.conclude`, which change the session's state: so everything the window reads changes on
+the news to its own thread, and there calls :meth:`OffloadController.accept`, :meth:`OffloadController.apply_event` and
+:meth:`OffloadController.conclude`, which change the controller's state: so everything the window reads changes on
 the window's thread.
 
 Heavy imports (paramiko through :mod:`app.cloud.offload.run`) happen inside the functions that need them: the
@@ -435,7 +435,7 @@ class Conclusion:
     notification: str  # one line for the window's notification
 
 
-class OffloadSession:
+class OffloadController:
     """Estimate, check, run and conclude the offload of some queued jobs; one run at a time, and once a run has
     taken the jobs from the queue, no other."""
 
@@ -555,7 +555,7 @@ class OffloadSession:
     def _batch_build(self, option: Option, options: JobOptions, budget: float, machines: int) -> BuildOffload:
         batch_factory = self._batch_factory
         if batch_factory is None:
-            raise ChoiceError("several machines at once need the batch, which this session was not given")
+            raise ChoiceError("several machines at once need the batch, which this controller was not given")
         data_dir = self.data_dir
         files = len(self.selected.job_ids) if self.selected is not None else 1
         estimate_usd = spread_over(option, machines, files).cost_usd
