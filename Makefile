@@ -16,7 +16,7 @@ APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfon
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package
+.PHONY: gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
 
 venv: $(STAMP)
 
@@ -81,6 +81,12 @@ contracts: venv
 .PHONY: structure
 structure: venv
 	$(BIN)/python .ci/check_structure.py
+
+# Mutation testing (docs/benchmarks.md): mutmut mutates a copy of each module users depend on most (merge,
+# estimate, speakers, dictation decoding, the OOM path, export, the ledger, the queue's state changes) and runs its
+# own fast tests against every mutant (each target's time in docs/benchmarks.md). One target: MUTATE_ARGS="--only merge".
+mutate: venv system-deps
+	nice -n 10 $(BIN)/python benchmarks/mutate.py $(MUTATE_ARGS)
 
 bench: venv system-deps
 	$(BIN)/python benchmarks/bench_engine.py
