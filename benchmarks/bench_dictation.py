@@ -103,7 +103,7 @@ def offline_transcript(path: Path, threads: int) -> tuple[list[Any], float]:
 
 
 def replay(path: Path, threads: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    from app.core.dictation.session import Dictation
+    from app.core.dictation.live import Dictation
     from app.core.dictation.sources import FileSource
     from app.core.dictation.stream import DictationEvent, DictationOptions
 

@@ -23,7 +23,7 @@ def test_import_contracts_hold() -> None:
 def test_importing_the_engine_loads_no_heavy_library() -> None:
     code = (
         "import sys, app.cli.main, app.core.engine.pipeline, app.core.transcript.save, app.core.queue.jobs,"
-        " app.core.queue.worker, app.core.config.settings, app.core.dictation.session, app.cloud.offload.run;"
+        " app.core.queue.worker, app.core.config.settings, app.core.dictation.live, app.cloud.offload.run;"
         "names = ('torch', 'faster_whisper', 'pyannote.audio', 'ctranslate2', 'PySide6');"
         "heavy = [m for m in names if m in sys.modules];"
         "print(','.join(heavy))"

@@ -2,7 +2,7 @@
 one :class:`DictationController` and differ only in how they show its events.
 
 The controller loads the model once (and again only when the model options change), starts and stops *runs*
-(one :class:`app.core.dictation.session.Dictation` each, from a button, a command or a global hotkey's press),
+(one :class:`app.core.dictation.live.Dictation` each, from a button, a command or a global hotkey's press),
 hands partials to the face and types only finals into other programs (:class:`DesktopTextOutput`: a partial is
 replaced a moment later, and typed keys cannot be taken back), and says what went wrong (no microphone, no
 typing, no model) as :class:`Problem` events in plain words. It also keeps the *dictation session*: the runs
@@ -31,7 +31,7 @@ import numpy as np
 
 from app.core.cancel import CancelToken
 from app.core.dictation.decoding import Decoder, load_warm_decoder
-from app.core.dictation.session import SILENCE_DBFS, Dictation
+from app.core.dictation.live import SILENCE_DBFS, Dictation
 from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource
 from app.core.dictation.stream import DictationEvent, DictationOptions
 from app.core.engine.audio import SAMPLE_RATE

@@ -1,7 +1,7 @@
 """The dictation algorithm, synchronous and without threads: audio goes in (:meth:`DictationStream.take`,
 :meth:`~DictationStream.feed`), partial and final text comes out as events, returned by each call and handed to
-``on_event`` the moment each is made. :class:`app.core.dictation.session.Dictation` runs one on a worker thread
-fed by a live source; a test or a script can drive one directly. The design is described in session.py."""
+``on_event`` the moment each is made. :class:`app.core.dictation.live.Dictation` runs one on a worker thread
+fed by a live source; a test or a script can drive one directly. The design is described in live.py."""
 
 from __future__ import annotations
 

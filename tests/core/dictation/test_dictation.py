@@ -26,7 +26,7 @@ from app.core.dictation.decoding import (
     strip_committed,
     strip_context,
 )
-from app.core.dictation.session import Dictation
+from app.core.dictation.live import Dictation
 from app.core.dictation.sources import ArraySource, AudioInputError, FileSource, MicrophoneSource, list_input_devices
 from app.core.dictation.stream import WHISPER_WINDOW_S, DictationEvent, DictationOptions, DictationStream
 from app.core.engine.audio import SAMPLE_RATE, decode_audio
@@ -230,7 +230,7 @@ def test_the_stream_runs_without_threads_feed_then_flush(
     speech: Speech, decoder: WhisperDecoder, offline: list[Word]
 ) -> None:
     """The algorithm alone (DictationStream): blocks fed by the test itself, events returned by each call, in the
-    order a live session delivers them, and every sentence final after the flush."""
+    order a live dictation delivers them, and every sentence final after the flush."""
     from app.core.dictation.stream import DictationStream
 
     delivered: list[DictationEvent] = []
@@ -781,7 +781,7 @@ def test_importing_dictation_loads_no_heavy_library() -> None:
     import subprocess
 
     code = (
-        "import sys, app.core.dictation.session, app.core.dictation.controller;"
+        "import sys, app.core.dictation.live, app.core.dictation.controller;"
         "names = ('torch', 'faster_whisper', 'ctranslate2', 'sounddevice', 'av', 'PySide6');"
         "print(','.join(m for m in names if m in sys.modules))"
     )

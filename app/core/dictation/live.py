@@ -12,7 +12,7 @@ Silero VAD (run incrementally, about 2 ms of CPU per second of audio) and decode
   it becomes final. That closing decode starts speculatively after ``close_after_s`` of silence, so it is
   usually done by the time the silence is confirmed;
 - the decode window is one utterance, capped at ``max_window_s`` (longer speech is committed up to a word
-  boundary and the window restarts there), so one step costs a bounded time whatever the session length;
+  boundary and the window restarts there), so one step costs a bounded time however long the dictation runs;
 - each iteration of the worker takes in *all* the queued audio, then decodes the open utterance at most once,
   so a slow machine skips partials (the step interval grows, a "status" event says so) instead of building a
   backlog; utterances that ended meanwhile are decoded together;
@@ -50,9 +50,9 @@ _END = object()  # queued after the last audio: the worker flushes and exits
 
 
 class Dictation:
-    """A dictation session: ``start()``, then events arrive on ``on_event`` (called on the worker thread),
+    """One live dictation: ``start()``, then events arrive on ``on_event`` (called on the worker thread),
     then ``stop()`` flushes and returns once every word is final. ``run()`` does all three for a source that
-    ends by itself (a file). One session per object. The session owns the source, the queue between the
+    ends by itself (a file). It runs once, and owns the source, the queue between the
     source's thread and the worker, and the worker thread; the worker drives a :class:`DictationStream`."""
 
     def __init__(
@@ -149,7 +149,7 @@ class Dictation:
 
     def start(self) -> None:
         if self._worker is not None or self._stopped:
-            raise RuntimeError("a Dictation runs once; make a new one for a new session")
+            raise RuntimeError("a Dictation runs once; make a new one to dictate again")
         self.load()
         self._worker = threading.Thread(target=self._work, name="dictation", daemon=True)
         self._worker.start()
