@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from app.core.transcript.document import Segment, Transcript, Word
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def state(number: int, words: int = 3) -> Transcript:
@@ -98,6 +99,30 @@ def test_the_file_never_goes_back_to_an_older_state(tmp_path: Path) -> None:
     assert seen == sorted(seen), "a later read found an older state"
 
 
+def test_each_write_is_the_transcripts_json_whichever_segments_changed_since_the_last(tmp_path: Path) -> None:
+    target = tmp_path / "1.json"
+    writer = TranscriptWriter(lambda _job: target)
+    two = Segment(2.0, 3.0, " second part", (), "SPEAKER_01")
+    first = replace(
+        state(1, words=40), segments=(*state(1, words=40).segments, two), speakers=("SPEAKER_00", "SPEAKER_01")
+    )
+    typed = first.with_segment_text(1, ' a line\nwith "quotes", é and 𝄞')
+    states = [
+        first,
+        typed,  # one segment changed
+        typed.rename_speaker("SPEAKER_00", "Ána"),  # every segment changed
+        first,  # undone back to the start
+        replace(first, segments=()),
+        replace(first, warnings=("partial: decoding stopped at 1.0 s of 3.0 s",)),
+    ]
+    for transcript in states:
+        writer.save(1, transcript)
+        assert writer.flush(timeout=10)
+        text = target.read_text(encoding="utf-8")
+        assert Transcript.from_dict(json.loads(text)) == Transcript.from_dict(transcript.to_dict())
+        assert text == json.dumps(transcript.to_dict(), ensure_ascii=False, indent=1)  # as a finished job's
+
+
 def test_a_failed_write_is_reported_and_the_next_save_goes_through(tmp_path: Path) -> None:
     blocker = tmp_path / "transcripts"
     blocker.write_text("a file where the folder should be")
@@ -137,7 +162,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from app.core.queue.jobs import JobStore
-    from tests.core.test_transcript_writer import state
+    from tests.core.queue.test_transcript_writer import state
     store = JobStore(Path(sys.argv[2]))
     mode = sys.argv[3]
     if mode == "exit":  # saved, then the program ends without closing the queue
