@@ -115,14 +115,13 @@ class Transcript:
         def swap(name: str | None) -> str | None:
             return new if name == old else name
 
-        segments = tuple(
-            replace(
-                segment,
-                speaker=swap(segment.speaker),
-                words=tuple(replace(word, speaker=swap(word.speaker)) for word in segment.words),
-            )
-            for segment in self.segments
-        )
+        def renamed(segment: Segment) -> Segment:
+            if segment.speaker != old and all(word.speaker != old for word in segment.words):
+                return segment  # the same object: editors and savers pass over what an edit left alone
+            words = tuple(word if word.speaker != old else replace(word, speaker=new) for word in segment.words)
+            return replace(segment, speaker=swap(segment.speaker), words=words)
+
+        segments = tuple(renamed(segment) for segment in self.segments)
         speakers = tuple(dict.fromkeys(new if name == old else name for name in self.speakers))
         diarization = self.diarization
         if diarization is not None:
