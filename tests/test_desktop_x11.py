@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.desktop.session import DesktopError, display_system
+from app.core.desktop.display import DesktopError, display_system
 from tests import metrics, synth
 from tests.pulse import missing_tools, play, pulse_loopback
 from tests.real_speech import real_speech_dir

@@ -91,7 +91,7 @@ def cmd_dictate(args: argparse.Namespace) -> int:
         )
         return ExitCode.USAGE
 
-    from app.core.desktop.session import DesktopError
+    from app.core.desktop.display import DesktopError
     from app.core.dictation.controller import DictationController, SaveError, input_device
     from app.core.dictation.sources import FileSource
     from app.core.dictation.stream import DictationOptions

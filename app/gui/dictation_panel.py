@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.desktop.display import DesktopError
 from app.core.desktop.output import OutputMode
-from app.core.desktop.session import DesktopError
 from app.core.desktop.x11_hotkey import HotkeyMode, X11GlobalHotkey
 from app.core.dictation.controller import (
     ControllerEvent,

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
-from app.core.desktop.session import DesktopError, DisplaySystem
+from app.core.desktop.display import DesktopError, DisplaySystem
 
 # (tool, arguments to take the clipboard's text from stdin), in order of preference
 _COPY_COMMANDS: dict[DisplaySystem, list[list[str]]] = {

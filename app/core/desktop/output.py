@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Literal
 
 from app.core.desktop.clipboard import copy_command, copy_text
-from app.core.desktop.session import DesktopError, DisplaySystem, display_system
+from app.core.desktop.display import DesktopError, DisplaySystem, display_system
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.core.desktop.session import DesktopError, display_system
+from app.core.desktop.display import DesktopError, display_system
 from app.core.desktop.x11_typing import open_display
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from app.core.desktop.session import DesktopError
+from app.core.desktop.display import DesktopError
 
 log = logging.getLogger(__name__)
 

@@ -510,8 +510,8 @@ class DictationController:
             return None, False
         if self.keep_output and self._kept_output is not None:
             return self._kept_output, False
+        from app.core.desktop.display import DesktopError
         from app.core.desktop.output import DesktopTextOutput
-        from app.core.desktop.session import DesktopError
 
         def failed(text: str) -> None:  # on the output's thread: one final was not typed; the run goes on
             self._emit(Problem(self._runs, "typing", text, ended=False))
