@@ -18,11 +18,11 @@ from app.cli.models import add_models_parser, add_token_parser, cmd_models, cmd_
 from app.cli.offload import add_offload_parser, cmd_offload_key, cmd_offload_run, cmd_offload_sweep
 from app.cli.offload_estimate import cmd_offload_estimate
 from app.cli.queue import add_queue_parser, cmd_queue
+from app.cli.remote_worker import add_worker_parser, cmd_worker
 from app.cli.speakers import add_speakers_parser, cmd_speakers
 from app.cli.transcribe import add_transcribe_parser, cmd_transcribe
 from app.cli.watch import add_watch_parser, cmd_watch
 from app.cli.window import open_window
-from app.cli.worker import add_worker_parser, cmd_worker
 from app.core.errors import ExitCode
 
 

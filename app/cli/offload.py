@@ -1,5 +1,5 @@
 """`scriba offload`: run (this machine's side of an offload), sweep and key; `estimate` is in offload_estimate.py
-and the remote machine's side, `scriba worker`, in worker.py."""
+and the remote machine's side, `scriba worker`, in remote_worker.py."""
 
 from __future__ import annotations
 

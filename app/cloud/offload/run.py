@@ -49,6 +49,7 @@ from app.cloud.offload.base import (
     Teardown,
 )
 from app.cloud.offload.results import store_locally
+from app.cloud.remote.agent import SPEC_VERSION
 from app.cloud.remote.transport import (
     CONNECTION_ERRORS,
     HostKeyError,
@@ -59,7 +60,6 @@ from app.cloud.remote.transport import (
     forget_host,
     quote,
 )
-from app.cloud.remote.worker import SPEC_VERSION
 from app.cloud.types import Instance, Offer
 from app.core.cancel import CancelToken
 from app.core.queue.jobs import JobOptions

@@ -1,1 +1,2 @@
-"""The far side of an offload: the SSH/SFTP transport and the worker protocol run on the remote machine."""
+"""The far side of an offload: the SSH/SFTP transport (transport.py) and the agent that runs on the remote
+machine (agent.py, started there as `scriba worker`)."""

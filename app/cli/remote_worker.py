@@ -1,4 +1,6 @@
-"""`scriba worker`: the remote machine's side of an offload, started over SSH by `scriba offload run`."""
+"""`scriba worker`: the remote machine's side of an offload (app/cloud/remote/agent.py, app/cloud/batch/node.py),
+started over SSH by `scriba offload run`. The command keeps its name: a host with another Scriba version still
+understands it."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def add_worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from app.cloud.remote.worker import run_watchdog, run_worker
+    from app.cloud.remote.agent import run_watchdog, run_worker
 
     if args.worker_command == "run":
         return run_worker(args.dir)
