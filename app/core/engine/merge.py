@@ -8,15 +8,38 @@ from collections.abc import Sequence
 from app.core.engine.diarize.base import Turn
 from app.core.transcript.document import Segment, SpeakerTurn, Word
 
+NEAR_TURNS = 64  # the turns looked at on each side of a word: a word overlaps at most a few turns
 
-def speaker_for_span(start: float, end: float, turns: Sequence[Turn], turn_starts: Sequence[float]) -> str | None:
-    """The speaker whose turns overlap [start, end] the most; the nearest turn when none overlaps."""
+
+def long_turns(turns: Sequence[Turn], turn_starts: Sequence[float]) -> tuple[int, ...]:
+    """Indices of the turns still running when more than :data:`NEAR_TURNS` later turns have started (a long
+    monologue under many back-channels): the window around a word would not reach back to them."""
+    return tuple(
+        index for index, turn in enumerate(turns) if bisect.bisect_left(turn_starts, turn.end) - index > NEAR_TURNS
+    )
+
+
+def speaker_for_span(
+    start: float,
+    end: float,
+    turns: Sequence[Turn],
+    turn_starts: Sequence[float],
+    spanning: Sequence[int] | None = None,
+) -> str | None:
+    """The speaker whose turns overlap [start, end] the most; the nearest turn when none overlaps.
+
+    ``spanning``: :func:`long_turns` of ``turns`` (computed here when not given; pass it for many words)."""
     if not turns:
         return None
-    overlap: dict[str, float] = {}
+    if spanning is None:
+        spanning = long_turns(turns, turn_starts)
     # Turns are sorted by start; only those starting before ``end`` can overlap.
     last = bisect.bisect_left(turn_starts, end)
-    for turn in turns[max(0, last - 64) : last]:  # a word overlaps at most a few turns; 64 is ample for overlaps
+    first = max(0, last - NEAR_TURNS)
+    # The turns near the word, and the long ones that started before them and may still be running.
+    near = [turns[index] for index in spanning if index < first] + list(turns[first:last])
+    overlap: dict[str, float] = {}
+    for turn in near:
         shared = min(end, turn.end) - max(start, turn.start)
         if shared > 0:
             overlap[turn.speaker] = overlap.get(turn.speaker, 0.0) + shared
@@ -25,7 +48,7 @@ def speaker_for_span(start: float, end: float, turns: Sequence[Turn], turn_start
     middle = (start + end) / 2
     # The nearest turn starts just before or after the word: look there, not through all of a long recording's
     # turns (a three-hour meeting has thousands, and words in pauses are many).
-    around = turns[max(0, last - 64) : last + 64]
+    around = [turns[index] for index in spanning if index < first] + list(turns[first : last + NEAR_TURNS])
     # A word the alignment gives no duration ("I" at 12.08-12.08 s) overlaps nothing, yet lies inside a turn:
     # that turn is its speaker (the longest, where two people talk at once), not the nearest turn edge.
     inside = [turn for turn in around if turn.start <= middle <= turn.end]
@@ -43,6 +66,7 @@ def assign_speakers(
     was heard but said no recognised word). Returns segments, speaker names and the renamed turns."""
     ordered = sorted(turns, key=lambda turn: turn.start)
     starts = [turn.start for turn in ordered]
+    spanning = long_turns(ordered, starts)
     names: dict[str, str] = {}
 
     def public(raw: str | None) -> str | None:
@@ -59,7 +83,7 @@ def assign_speakers(
     labels: list[str | None] = []
     for segment in segments:
         for word in segment.words:
-            labels.append(speaker_for_span(word.start, word.end, ordered, starts))
+            labels.append(speaker_for_span(word.start, word.end, ordered, starts, spanning))
     words = [word for segment in segments for word in segment.words]
     labels = _snap_to_sentences(words, labels)
 
@@ -67,7 +91,7 @@ def assign_speakers(
     index = 0
     for segment in segments:
         if not segment.words:
-            speaker = public(speaker_for_span(segment.start, segment.end, ordered, starts))
+            speaker = public(speaker_for_span(segment.start, segment.end, ordered, starts, spanning))
             result.append(Segment(segment.start, segment.end, segment.text, (), speaker))
             continue
         labelled = []

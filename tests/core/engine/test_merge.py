@@ -188,3 +188,30 @@ def test_the_snap_reaches_the_first_word_but_not_past_the_last() -> None:
     assert _labelled(["Yes.", "we", "can", "go"], handover=2) == [("SPEAKER_00", "Yes."), ("SPEAKER_01", "we can go")]
     # The transcript's last word is not: the new speaker's whole run would vanish into the old one.
     assert _labelled(["we", "will", "go", "now."], handover=3) == [("SPEAKER_00", "we will go"), ("SPEAKER_01", "now.")]
+
+
+def _monologue_under_backchannels(count: int) -> list[Turn]:
+    # A chair talks for two minutes while another person says "mm-hmm" every second, 0.2 s each.
+    return [Turn(0.0, 120.0, "chair")] + [Turn(float(second), second + 0.2, "listener") for second in range(1, count)]
+
+
+@pytest.mark.parametrize("backchannels", [10, 100])
+def test_a_long_turn_under_many_backchannels_keeps_its_words(backchannels: int) -> None:
+    turns = _monologue_under_backchannels(backchannels)
+    # Words late in the monologue: one between two back-channels, one that a back-channel overlaps by 0.2 s of
+    # its 0.5 s, one after the last back-channel. Each is the chair's, however many back-channels came before.
+    late = float(backchannels) - 4.0
+    opening = Segment(0.1, 0.6, "Right.", words((0.1, 0.6, " Right.")))  # the chair alone: SPEAKER_00
+    segment = Segment(
+        late - 0.6,
+        110.0,
+        "so we agree today",
+        words((late - 0.6, late - 0.2, " so"), (late - 0.1, late + 0.4, " we"), (105.0, 105.5, " agree")),
+    )
+    segments, _, _ = assign_speakers([opening, segment], turns)
+    assert [(w.word, s.speaker) for s in segments for w in s.words] == [
+        (" Right.", "SPEAKER_00"),
+        (" so", "SPEAKER_00"),
+        (" we", "SPEAKER_00"),  # 0.5 s of the chair against 0.2 s of the listener
+        (" agree", "SPEAKER_00"),
+    ]
