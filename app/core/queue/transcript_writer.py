@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.core.files import write_atomic
-from app.core.transcript.document import Segment, Transcript
+from app.core.transcript.document import DiarizationInfo, Segment, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ LONGEST_WAIT_SECONDS = 2.0
 # Where the segments go in the stored form: the list is written in place of this (JSON strings hold no line
 # breaks, so this can only be the top-level key).
 _SEGMENTS_KEY = '\n "segments": []'
+_DIARIZATION_KEY = '\n "diarization": null'
 
 
 def transcript_json(transcript: Transcript) -> str:
@@ -46,11 +47,13 @@ def transcript_json(transcript: Transcript) -> str:
 
 
 class SegmentCache:
-    """:func:`transcript_json`, text for text, from the JSON of each segment kept between calls: segments are
-    immutable, so one already turned into JSON (the same object) is not turned again."""
+    """:func:`transcript_json`, text for text, from the JSON of each segment (and of who spoke when) kept between
+    calls: they are immutable, so one already turned into JSON (the same object) is not turned again."""
 
     def __init__(self) -> None:
         self._json: dict[int, tuple[Segment, str]] = {}  # id(segment) -> (the segment, its JSON as a list item)
+        # Who spoke when (a turn a paragraph: thousands in a long meeting), kept like a segment.
+        self._diarization: tuple[DiarizationInfo, str] | None = None
 
     def transcript_json(self, transcript: Transcript) -> str:
         missing = [segment for segment in transcript.segments if self._cached(segment) is None]
@@ -64,9 +67,17 @@ class SegmentCache:
         items = [self._json[id(segment)][1] for segment in transcript.segments]
         # Only this transcript's segments are kept: the next save of it is mostly these.
         self._json = {id(segment): self._json[id(segment)] for segment in transcript.segments}
-        head = json.dumps(replace(transcript, segments=()).to_dict(), ensure_ascii=False, indent=1)
+        head = json.dumps(replace(transcript, segments=(), diarization=None).to_dict(), ensure_ascii=False, indent=1)
         listed = "[\n  " + ",\n  ".join(items) + "\n ]" if items else "[]"
-        return head.replace(_SEGMENTS_KEY, '\n "segments": ' + listed, 1)
+        head = head.replace(_SEGMENTS_KEY, '\n "segments": ' + listed, 1)
+        diarization = transcript.diarization
+        if diarization is None:
+            return head
+        if self._diarization is None or self._diarization[0] is not diarization:
+            stored = replace(transcript, segments=()).to_dict()["diarization"]
+            # The value of a top-level key: one level in.
+            self._diarization = (diarization, json.dumps(stored, ensure_ascii=False, indent=1).replace("\n", "\n "))
+        return head.replace(_DIARIZATION_KEY, '\n "diarization": ' + self._diarization[1], 1)
 
     def _cached(self, segment: Segment) -> str | None:
         entry = self._json.get(id(segment))

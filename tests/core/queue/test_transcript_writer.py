@@ -18,7 +18,7 @@ import pytest
 
 from app.core.queue.jobs import JobOptions, JobStore
 from app.core.queue.transcript_writer import TranscriptWriter
-from app.core.transcript.document import Segment, Transcript, Word
+from app.core.transcript.document import DiarizationInfo, Segment, SpeakerTurn, Transcript, Word
 
 pytestmark = pytest.mark.unit
 
@@ -103,14 +103,19 @@ def test_each_write_is_the_transcripts_json_whichever_segments_changed_since_the
     target = tmp_path / "1.json"
     writer = TranscriptWriter(lambda _job: target)
     two = Segment(2.0, 3.0, " second part", (), "SPEAKER_01")
+    turns = (SpeakerTurn(0.0, 2.0, "SPEAKER_00"), SpeakerTurn(2.0, 3.0, "SPEAKER_01"))
     first = replace(
-        state(1, words=40), segments=(*state(1, words=40).segments, two), speakers=("SPEAKER_00", "SPEAKER_01")
+        state(1, words=40),
+        segments=(*state(1, words=40).segments, two),
+        speakers=("SPEAKER_00", "SPEAKER_01"),
+        diarization=DiarizationInfo("builtin", "two voices", turns),
     )
     typed = first.with_segment_text(1, ' a line\nwith "quotes", é and 𝄞')
     states = [
         first,
         typed,  # one segment changed
-        typed.rename_speaker("SPEAKER_00", "Ána"),  # every segment changed
+        typed.rename_speaker("SPEAKER_00", "Ána"),  # that speaker's segments and turns changed
+        replace(typed, diarization=None),
         first,  # undone back to the start
         replace(first, segments=()),
         replace(first, warnings=("partial: decoding stopped at 1.0 s of 3.0 s",)),
