@@ -1,4 +1,4 @@
-"""A long recording cut into pieces (as a batch spreads it over several GPUs) against one run over the whole file.
+"""A long recording cut into pieces (as a fleet spreads it over several GPUs) against one run over the whole file.
 
     .venv/bin/python benchmarks/bench_pieces.py [--minutes 10] [--piece-minutes 5,2.5] [--overlap 15]
 

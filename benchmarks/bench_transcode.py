@@ -6,7 +6,7 @@ For each input (real recordings of ../shared/real-speech and pyannote's call, as
 people's files come: 44.1 kHz stereo WAV, 128 kbit/s MP3), prints the original's size, the FLAC's, FLAC bytes
 per second of audio, the seconds the transcode took here, the upload seconds saved at ``--upload-mbps``, and
 the words that differ between tiny.en's transcript of the original and of the FLAC (a WER; 0 = the same words).
-The batch (app/cloud/batch/pieces.py) sends FLAC when the original is at least 1.5x the FLAC's expected size.
+The fleet (app/cloud/fleet/pieces.py) sends FLAC when the original is at least 1.5x the FLAC's expected size.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upload-mbps", type=float, default=20.0)
     args = parser.parse_args()
-    from app.cloud.batch.pieces import PIECE_RATE, _write_flac
+    from app.cloud.fleet.pieces import PIECE_RATE, _write_flac
     from app.core.engine.audio import decode_audio
     from app.core.engine.pipeline import Engine, PipelineOptions
     from app.core.engine.transcribe import TranscriptionOptions

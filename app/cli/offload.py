@@ -34,7 +34,7 @@ def add_run_parser(offload_commands: argparse._SubParsersAction[argparse.Argumen
         "--host",
         action="append",
         default=[],
-        help="--provider ssh: ssh://user@host:port; give it again for a batch over several hosts at once",
+        help="--provider ssh: ssh://user@host:port; give it again for a fleet over several hosts at once",
     )
     run.add_argument("--identity", type=Path, default=None, help="private key for the SSH host")
     run.add_argument(
@@ -156,9 +156,9 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     )
     if len(endpoints) > 1:
         if token:
-            print("scriba: error: --send-hf-token is for one host; a batch runs the built-in diarizer", file=sys.stderr)
+            print("scriba: error: --send-hf-token is for one host; a fleet runs the built-in diarizer", file=sys.stderr)
             return ExitCode.USAGE
-        return _run_batch(args, endpoints, setup, options)
+        return _run_fleet(args, endpoints, setup, options)
     provider = SshHostProvider(endpoint)
     try:
         ledger = ledger_for(data_dir)
@@ -182,19 +182,19 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
     return _export_results(args, options, result)
 
 
-def _run_batch(args: argparse.Namespace, endpoints: Sequence[Any], setup: Any, options: JobOptions) -> int:
-    """Several --host: one queue, each host pulls the next file (app/cloud/batch/)."""
-    from app.cloud.batch.run import Batch, BatchConfig
+def _run_fleet(args: argparse.Namespace, endpoints: Sequence[Any], setup: Any, options: JobOptions) -> int:
+    """Several --host: one queue, each host pulls the next file (app/cloud/fleet/)."""
+    from app.cloud.fleet.run import Fleet, FleetConfig
     from app.core.errors import ScribaError
 
-    batch = Batch(
+    fleet = Fleet(
         endpoints,
-        BatchConfig(options, args.known_hosts, setup),
-        status=lambda text: print(f"[batch] {text}", file=sys.stderr, flush=True),
+        FleetConfig(options, args.known_hosts, setup),
+        status=lambda text: print(f"[fleet] {text}", file=sys.stderr, flush=True),
     )
     with _stop_signals_interrupt() as received:
         try:
-            result = batch.run(args.inputs)
+            result = fleet.run(args.inputs)
         except KeyboardInterrupt:
             which = received[0] if received else signal.SIGINT
             print(
@@ -266,7 +266,7 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
         from app.cloud.pricing.spread import spread_over
 
         if args.send_hf_token:
-            print("scriba: error: --send-hf-token is for one machine, not a batch", file=sys.stderr)
+            print("scriba: error: --send-hf-token is for one machine, not a fleet", file=sys.stderr)
             return ExitCode.USAGE
         spread = spread_over(option, args.gpus, len(args.inputs))
         seconds, cost = spread.wall_s, spread.cost_usd
@@ -303,7 +303,7 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
     if not sweep_at_start(data_dir):
         return ExitCode.INTERRUPTED
     if args.gpus > 1:
-        return _run_rented_batch(args, options, data_dir, offer, cost)
+        return _run_rented_fleet(args, options, data_dir, offer, cost)
     try:
         offload = build_rented_offload(
             args.provider,
@@ -326,19 +326,19 @@ def _run_rented(args: argparse.Namespace, options: Any, data_dir: Path) -> int:
     return _export_results(args, options, result)
 
 
-def _run_rented_batch(args: argparse.Namespace, options: JobOptions, data_dir: Path, offer: Any, cost: float) -> int:
-    """--gpus N: N machines, one queue (app/cloud/batch/rented.py); what is said of each machine is what its
+def _run_rented_fleet(args: argparse.Namespace, options: JobOptions, data_dir: Path, offer: Any, cost: float) -> int:
+    """--gpus N: N machines, one queue (app/cloud/fleet/rented.py); what is said of each machine is what its
     provider confirmed."""
-    from app.cloud.batch.rented import build_rented_batch
+    from app.cloud.fleet.rented import build_rented_fleet
     from app.core.errors import ScribaError
 
     def status(text: str) -> None:
-        print(f"[batch] {text}", file=sys.stderr, flush=True)
+        print(f"[fleet] {text}", file=sys.stderr, flush=True)
 
-    batch = None
+    fleet = None
     with _stop_signals_interrupt() as received:
         try:
-            batch = build_rented_batch(
+            fleet = build_rented_fleet(
                 args.provider,
                 offer,
                 args.gpus,
@@ -348,31 +348,31 @@ def _run_rented_batch(args: argparse.Namespace, options: JobOptions, data_dir: P
                 estimate_usd=cost,
                 status=status,
             )
-            result = batch.run(args.inputs)
+            result = fleet.run(args.inputs)
         except KeyboardInterrupt:
             which = received[0] if received else signal.SIGINT
             why = "cancelled" if which is signal.SIGINT else f"stopped by {which.name}"
-            print(f"scriba: {why}; {_batch_teardown_words(batch)}", file=sys.stderr)
+            print(f"scriba: {why}; {_fleet_teardown_words(fleet)}", file=sys.stderr)
             return _STOP_SIGNALS[which]
         except ScribaError as error:
             print(f"scriba: error: {error}", file=sys.stderr)
-            if batch is not None:
-                print(f"scriba: {_batch_teardown_words(batch)}", file=sys.stderr)
+            if fleet is not None:
+                print(f"scriba: {_fleet_teardown_words(fleet)}", file=sys.stderr)
             return ExitCode.FAILED
-    print(f"scriba: {_batch_teardown_words(batch)}", file=sys.stderr)
+    print(f"scriba: {_fleet_teardown_words(fleet)}", file=sys.stderr)
     code = _export_results(args, options, result)
-    unconfirmed = [item for item in batch.teardowns if item.state == "unconfirmed"]
+    unconfirmed = [item for item in fleet.teardowns if item.state == "unconfirmed"]
     return ExitCode.FAILED if unconfirmed else code
 
 
-def _batch_teardown_words(batch: Any) -> str:
+def _fleet_teardown_words(fleet: Any) -> str:
     """What became of each machine, as its provider confirmed it: never "torn down" on a guess."""
-    if batch is None:
+    if fleet is None:
         return "nothing was launched"
-    unconfirmed = [item.message for item in batch.teardowns if item.state == "unconfirmed"]
+    unconfirmed = [item.message for item in fleet.teardowns if item.state == "unconfirmed"]
     if unconfirmed:
         return " ".join(unconfirmed)
-    ended = [machine for item in batch.teardowns if item.state == "terminated" for machine in item.machines]
+    ended = [machine for item in fleet.teardowns if item.state == "terminated" for machine in item.machines]
     if not ended:
         return "no machine was launched"
     return f"{len(ended)} machine(s) terminated (verified): {', '.join(ended)}"

@@ -97,7 +97,7 @@ def add_offload_estimate_parser(
         "--gpus",
         default=None,
         metavar="N[,N…]",
-        help="also spread the cheapest rows over N machines at once (e.g. 2,4,8): a batch's time and cost",
+        help="also spread the cheapest rows over N machines at once (e.g. 2,4,8): a fleet's time and cost",
     )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return parser

@@ -1,4 +1,4 @@
-"""`scriba worker`: the remote machine's side of an offload (app/cloud/remote/agent.py, app/cloud/batch/node.py),
+"""`scriba worker`: the remote machine's side of an offload (app/cloud/remote/agent.py, app/cloud/fleet/node.py),
 started over SSH by `scriba offload run`. The command keeps its name: a host with another Scriba version still
 understands it."""
 
@@ -13,16 +13,24 @@ def add_worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     actions = worker.add_subparsers(dest="worker_command", metavar="ACTION", required=True)
     run = actions.add_parser("run", help="transcribe the files of WORK/spec.json, events to WORK/events.jsonl")
     run.add_argument("--dir", type=Path, required=True)
-    node = actions.add_parser("batch-node", help="take jobs from a batch's queue (broker password on stdin)")
-    node.add_argument("--broker-port", type=int, required=True, help="the queue's tunnel on this machine")
-    node.add_argument("--files-port", type=int, required=True, help="the recordings' tunnel on this machine")
-    node.add_argument("--name", required=True)
-    node.add_argument("--visibility-timeout", type=float, default=3 * 3600.0)
-    node.add_argument(
-        "--broker-timeout", type=float, default=180.0, help="end when the queue has not answered this long (seconds)"
-    )
-    node.add_argument("--deadline", type=float, default=None, help="epoch seconds: the budget's hard stop")
-    node.add_argument("--on-expire", nargs=argparse.REMAINDER, default=None, help="command that ends the machine")
+    # "batch-node" is the action's former name: a script that starts a node by it keeps working; not listed.
+    for name in ("fleet-node", "batch-node"):
+        if name == "fleet-node":
+            node = actions.add_parser(name, help="take jobs from a fleet's queue (broker password on stdin)")
+        else:
+            node = actions.add_parser(name)  # no help: argparse then leaves it out of the list
+        node.add_argument("--broker-port", type=int, required=True, help="the queue's tunnel on this machine")
+        node.add_argument("--files-port", type=int, required=True, help="the recordings' tunnel on this machine")
+        node.add_argument("--name", required=True)
+        node.add_argument("--visibility-timeout", type=float, default=3 * 3600.0)
+        node.add_argument(
+            "--broker-timeout",
+            type=float,
+            default=180.0,
+            help="end when the queue has not answered this long (seconds)",
+        )
+        node.add_argument("--deadline", type=float, default=None, help="epoch seconds: the budget's hard stop")
+        node.add_argument("--on-expire", nargs=argparse.REMAINDER, default=None, help="command that ends the machine")
     watchdog = actions.add_parser("watchdog", help="end the work when the client's heartbeat stops")
     watchdog.add_argument("--dir", type=Path, required=True)
     watchdog.add_argument("--heartbeat-timeout", type=float, default=180.0)
@@ -37,8 +45,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if args.worker_command == "run":
         return run_worker(args.dir)
-    if args.worker_command == "batch-node":
-        from app.cloud.batch.node import run_node
+    if args.worker_command in ("fleet-node", "batch-node"):
+        from app.cloud.fleet.node import run_node
 
         return run_node(
             args.broker_port,

@@ -45,10 +45,10 @@ from PySide6.QtWidgets import (
 
 from app.cloud.offload.controller import (
     DEFAULT_BUDGET_USD,
-    BatchFactory,
     BuildOffload,
     ChoiceError,
     EstimateFunction,
+    FleetFactory,
     OffloadController,
     OffloadRun,
     Prepared,
@@ -118,23 +118,23 @@ class OffloadDialog(QDialog):
         estimate_function: EstimateFunction = default_estimate,
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
-        batch_factory: BatchFactory | None = None,
+        fleet_factory: FleetFactory | None = None,
         confirm: Confirm = ask_to_confirm,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Offload to cloud")
-        if batch_factory is None:
-            from app.cloud.batch.rented import build_rented_batch
+        if fleet_factory is None:
+            from app.cloud.fleet.rented import build_rented_fleet
 
-            batch_factory = build_rented_batch
+            fleet_factory = build_rented_fleet
         self.controller = OffloadController(
             store,
             job_ids,
             estimate_function=estimate_function,
             rent_factory=rent_factory,
             ssh_factory=ssh_factory,
-            batch_factory=batch_factory,
+            fleet_factory=fleet_factory,
         )
         self._confirm = confirm
         preferences = preferences or OffloadPreferences()

@@ -1,4 +1,4 @@
-"""RunPod pods as RunPod's documented API shows them (tests/cloud/test_providers.py's shapes), for batch tests
+"""RunPod pods as RunPod's documented API shows them (tests/cloud/test_providers.py's shapes), for fleet tests
 whose "pods" are real sshds on this machine: created one after another (pod0, pod1, …), described as running
 with the sshd's address (or as booting for ever), destroyed on DELETE and unknown (404) from then on."""
 

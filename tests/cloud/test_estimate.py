@@ -553,7 +553,7 @@ def test_offload_is_a_group_of_actions(capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
 
 
-def test_a_batch_over_n_machines_waits_for_start_up_once_and_for_the_uplink_always(throughput: Throughput) -> None:
+def test_a_fleet_of_n_machines_waits_for_start_up_once_and_for_the_uplink_always(throughput: Throughput) -> None:
     from app.cloud.pricing.spread import spread_over
 
     # 100 hours in 100 files, 5.76 GB at 128 kbit/s, over a 20 Mbit/s uplink: 38 min of upload however many GPUs.
@@ -590,7 +590,7 @@ def test_cli_spreads_the_cheapest_rows_over_several_machines(
     rows = [row.split("  ") for row in out.split("spread over several machines:")[1].splitlines()[2:] if "$" in row]
     cells = [[cell.strip() for cell in row if cell.strip()] for row in rows]
     assert {row[2] for row in cells} == {"1", "4"}
-    # One file of an hour: a batch cuts it into four 15-minute pieces, so four machines are faster than one (but
+    # One file of an hour: a fleet cuts it into four 15-minute pieces, so four machines are faster than one (but
     # each pays its start-up: dearer).
     by_gpu: dict[tuple[str, str], dict[str, list[str]]] = {}
     for row in cells:

@@ -452,7 +452,7 @@ def test_offload_run_keeps_hand_edited_exports_and_the_recordings_as_transcribe_
 def test_queue_jobs_offloaded_are_exported_as_the_local_worker_exports_them(
     sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], espeak: str
 ) -> None:
-    """Queue jobs offloaded (the window's Offload…, one host or a batch of rented machines) were marked done with
+    """Queue jobs offloaded (the window's Offload…, one host or a fleet of rented machines) were marked done with
     no exports at all, though their output folder was set; they now export as a job done here does, keeping a
     file edited by hand."""
     from dataclasses import replace

@@ -565,8 +565,8 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
     """The dialog's machine count: 2 × a RunPod row (RunPod's documented API replayed; both pods are the loopback
     sshd), the estimate and the question for two machines, both jobs done in the queue, both pods destroyed and
     verified, the ledger closed."""
-    from app.cloud.batch.rented import RentedBatch
-    from app.cloud.batch.run import BatchTiming
+    from app.cloud.fleet.rented import RentedFleet
+    from app.cloud.fleet.run import FleetTiming
     from app.cloud.offload.controller import parse_remote_command
     from app.cloud.providers import RunPod
     from tests.cloud.runpod_pods import ReplayedPods
@@ -578,7 +578,7 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
     with ReplayServer() as api:
         pods.route(api)
 
-        def batch(
+        def fleet(
             provider_name: str,
             chosen: Offer,
             count: int,
@@ -588,7 +588,7 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
             budget_usd: float | None,
             estimate_usd: float | None,
             status: Callable[[str], None],
-        ) -> RentedBatch:
+        ) -> RentedFleet:
             asked.append((provider_name, count, estimate_usd))
             config = OffloadConfig(
                 options=options,
@@ -601,8 +601,8 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
                 estimate_usd=estimate_usd,
             )
             provider = RunPod("runpod-key-gui-DO-NOT-LEAK", base_url=api.url + "/v2")
-            return RentedBatch(
-                provider, [chosen] * count, ledger_for(data_dir), config, status, BatchTiming(connect_wait_s=30.0)
+            return RentedFleet(
+                provider, [chosen] * count, ledger_for(data_dir), config, status, FleetTiming(connect_wait_s=30.0)
             )
 
         window.store.add_many(two_calls, OPTIONS)
@@ -612,7 +612,7 @@ def test_two_rented_machines_share_the_jobs_and_both_are_destroyed(
             questions.append(text)
             return True
 
-        dialog = OffloadDialog(window.store, ids, batch_factory=batch, confirm=confirm, parent=window)
+        dialog = OffloadDialog(window.store, ids, fleet_factory=fleet, confirm=confirm, parent=window)
         dialog.show()
         qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
         assert dialog.estimate is not None

@@ -177,7 +177,7 @@ class Teardown:
 
 class OffloadLike(Protocol):
     """What the queue and the window run: one machine (:class:`app.cloud.offload.run.Offload`) or several
-    (:class:`app.cloud.batch.rented.RentedBatch`)."""
+    (:class:`app.cloud.fleet.rented.RentedFleet`)."""
 
     @property
     def provider(self) -> ProviderLike: ...

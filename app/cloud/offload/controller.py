@@ -67,9 +67,9 @@ class RentFactory(Protocol):
     ) -> Offload: ...
 
 
-class BatchFactory(Protocol):
-    """:func:`app.cloud.batch.rented.build_rented_batch`'s shape (N machines; given by the layer above, which may
-    import the batch)."""
+class FleetFactory(Protocol):
+    """:func:`app.cloud.fleet.rented.build_rented_fleet`'s shape (N machines; given by the layer above, which may
+    import the fleet)."""
 
     def __call__(
         self,
@@ -447,7 +447,7 @@ class OffloadController:
         estimate_function: EstimateFunction = default_estimate,
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
-        batch_factory: BatchFactory | None = None,
+        fleet_factory: FleetFactory | None = None,
     ) -> None:
         self.store = store
         self.job_ids = tuple(job_ids)
@@ -455,7 +455,7 @@ class OffloadController:
         self._estimate_function = estimate_function
         self._rent_factory = rent_factory
         self._ssh_factory = ssh_factory
-        self._batch_factory = batch_factory
+        self._fleet_factory = fleet_factory
         self.selected: SelectedJobs | None = None
         self.estimate: Estimate | None = None
         self.offload_run: OffloadRun | None = None
@@ -530,7 +530,7 @@ class OffloadController:
     ) -> BuildOffload:
         """``machines`` > 1: that many machines share the jobs (``estimate_usd`` is then the spread's)."""
         if machines > 1:
-            return self._batch_build(option, options, budget, machines)
+            return self._fleet_build(option, options, budget, machines)
         factory = self._rent_factory
         if factory is None:
             from app.cloud.offload.launch import build_rented_offload
@@ -552,16 +552,16 @@ class OffloadController:
 
         return build
 
-    def _batch_build(self, option: Option, options: JobOptions, budget: float, machines: int) -> BuildOffload:
-        batch_factory = self._batch_factory
-        if batch_factory is None:
-            raise ChoiceError("several machines at once need the batch, which this controller was not given")
+    def _fleet_build(self, option: Option, options: JobOptions, budget: float, machines: int) -> BuildOffload:
+        fleet_factory = self._fleet_factory
+        if fleet_factory is None:
+            raise ChoiceError("several machines at once need the fleet, which this controller was not given")
         data_dir = self.data_dir
         files = len(self.selected.job_ids) if self.selected is not None else 1
         estimate_usd = spread_over(option, machines, files).cost_usd
 
         def build() -> OffloadLike:
-            return batch_factory(
+            return fleet_factory(
                 option.offer.provider,
                 option.offer,
                 machines,
@@ -569,7 +569,7 @@ class OffloadController:
                 options=options,
                 budget_usd=budget,
                 estimate_usd=estimate_usd,
-                status=lambda text: log.info("batch: %s", text),
+                status=lambda text: log.info("fleet: %s", text),
             )
 
         return build

@@ -112,7 +112,7 @@ class Offload:
         self.work: str | None = None
         self.reconnects = 0
         self.uploaded_bytes = 0
-        self.ended_at: float | None = None  # when the teardown finished (what a batch node's bill runs to)
+        self.ended_at: float | None = None  # when the teardown finished (what a fleet node's bill runs to)
         # Why the transcripts could not be stored on this computer (None: stored, or nothing to store): the remote
         # work folder is then kept on the user's own host instead of removed.
         self.unstored: str | None = None
@@ -193,7 +193,7 @@ class Offload:
     def machine(self, job_ref: str = "", on_event: Callable[[OffloadEvent], None] | None = None) -> Iterator[Instance]:
         """The machine, from the ledger's intent to its verified end: launched, in the ledger, ready to connect
         to; whatever ends the body (its end, an error, a cancel, Ctrl-C), the machine is torn down on the way out.
-        A batch holds one per node and leaves each as soon as that node has nothing left to do."""
+        A fleet holds one per node and leaves each as soon as that node has nothing left to do."""
         if on_event is not None:
             self._on_event = on_event
         label = new_label()

@@ -33,12 +33,12 @@ class Spread:
 def spread_over(option: Option, nodes: int, files: int, minimum_billing_s: float = 0.0) -> Spread:
     """``option`` (one machine, from :func:`app.cloud.pricing.estimate.estimate`) on ``nodes`` machines."""
     if nodes < 1:
-        raise ValueError(f"a batch needs at least one machine, not {nodes}")
+        raise ValueError(f"a fleet needs at least one machine, not {nodes}")
     parts = option.breakdown
     start_s = parts.boot_s + parts.setup_s + parts.model_download_s
     model_load_s = max(0.0, parts.transcribe_s - option.audio_seconds / option.transcribe_speed.x_realtime)
     work_s = parts.transcribe_s + parts.diarize_s - model_load_s  # the GPU time the audio itself needs
-    # A file goes to one machine, except that a batch cuts long files into pieces of DEFAULT_PIECE_S (app/core/
+    # A file goes to one machine, except that a fleet cuts long files into pieces of DEFAULT_PIECE_S (app/core/
     # engine/stitch.py); more machines than files and pieces find nothing to do. (Only the total length is known
     # here, so the pieces are counted as if the audio were in files of equal length.)
     units = max(files, math.floor(option.audio_seconds / DEFAULT_PIECE_S)) if nodes > 1 else files

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from app.core.engine.diarize.base import SpeakerHints
     from app.core.engine.diarize.bundled_models import SpeakerEmbedding
 
-# The length of a piece when a batch cuts a long recording across its machines (seconds), and the audio each
+# The length of a piece when a fleet cuts a long recording across its machines (seconds), and the audio each
 # piece shares with its neighbours on either side of a cut: enough for Whisper's context at the cut and for
 # both pieces to hear the same speakers there; 15 min keeps each machine's start-up and the overlap small.
 DEFAULT_PIECE_S = 900.0

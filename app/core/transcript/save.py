@@ -1,5 +1,5 @@
 """How a finished transcript becomes files, decided once for every caller (`scriba transcribe`, the queue's
-auto-export and `queue export`, the window's Export… and its refresh after an edit, `offload run` and a batch):
+auto-export and `queue export`, the window's Export… and its refresh after an edit, `offload run` and a fleet):
 the names, which existing files may be replaced, atomic writes and the "kept them" note."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def save_transcript(
     protect: Iterable[Path] = (),
     fallback: Path | None = None,
 ) -> SavedTranscript:
-    """The one way a transcript becomes files (`scriba transcribe`, `offload run` and its batches, the queue's
+    """The one way a transcript becomes files (`scriba transcribe`, `offload run` and its fleets, the queue's
     auto-export and `queue export`, the window's Export… and its refresh after an edit).
 
     Naming: ``stem.fmt`` for every format, or the first free ``stem-N`` for all of them when one of those files may

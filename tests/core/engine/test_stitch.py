@@ -1,6 +1,6 @@
 """A long recording in pieces and back (app/core/engine/stitch.py): where it is cut, each word kept once, the
 speakers joined across pieces, and a node's voice summaries checked before they are believed. The whole path,
-with real engines on two hosts, is in tests/cloud/test_batch.py; the quality on real recordings in
+with real engines on two hosts, is in tests/cloud/test_fleet.py; the quality on real recordings in
 benchmarks/bench_pieces.py."""
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_a_voice_summary_goes_through_json_unchanged() -> None:
 
 
 def test_pieces_are_sized_so_that_every_machine_stays_busy_within_bounds() -> None:
-    from app.cloud.batch.pieces import piece_length
+    from app.cloud.fleet.pieces import piece_length
 
     assert piece_length([600.0, 180.0], 1, 900, 300) == 0  # one machine: nothing to share
     assert piece_length([600.0, 180.0], 2, 900, 300) == 300  # 13 min on two: as short as allowed

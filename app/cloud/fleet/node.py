@@ -1,6 +1,6 @@
-"""Both ends of the batch's queue: the Celery settings they share, and what a GPU node runs.
+"""Both ends of the fleet's queue: the Celery settings they share, and what a GPU node runs.
 
-A node is one Celery worker (``scriba worker batch-node``) with one job at a time (``--pool solo``: one process
+A node is one Celery worker (``scriba worker fleet-node``) with one job at a time (``--pool solo``: one process
 holds the models on its GPU) and no job reserved ahead (prefetch 1, acknowledged late): a job is taken off the
 queue for good only once its transcript is back in Redis. A node that dies, is preempted or loses its tunnel
 leaves its job unacknowledged, and Redis gives it to another node once the visibility timeout has passed.
@@ -20,15 +20,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-TASK_NAME = "scriba.batch.transcribe"
-QUEUE = "scriba-batch"
+TASK_NAME = "scriba.fleet.transcribe"
+QUEUE = "scriba-fleet"
 RESULT_VERSION = 1
 
 
 def celery_app(broker_url: str, visibility_timeout_s: float) -> Any:
     from celery import Celery
 
-    app = Celery("scriba-batch", broker=broker_url, backend=broker_url, set_as_current=False)
+    app = Celery("scriba-fleet", broker=broker_url, backend=broker_url, set_as_current=False)
     transport = {"visibility_timeout": visibility_timeout_s}
     app.conf.update(
         task_serializer="json",
@@ -63,7 +63,7 @@ def _signature(answer: dict[str, Any], key: str) -> str:
 def sign_answer(answer: dict[str, Any], key: str) -> dict[str, Any]:
     """The answer with its signature under the node's own key. Every node can write to the queue's result keys
     (the broker's ACL cannot tell one node's from another's): the signature tells this machine which node of the
-    batch wrote an answer, so that an answer no node signed, or one passed off as another node's, is refused.
+    fleet wrote an answer, so that an answer no node signed, or one passed off as another node's, is refused.
     (A node can still lie about its own jobs: a rented machine is trusted with the audio it is sent.)"""
     return answer | {"signature": _signature(answer, key)}
 
@@ -78,9 +78,9 @@ def signed_by(answer: dict[str, Any], key: str) -> bool:
     return hmac.compare_digest(expected, str(answer.get("signature", "")))
 
 
-def done_key(batch: str, index: int) -> str:
+def done_key(fleet_id: str, index: int) -> str:
     """Set by this machine when a file's transcript is in: a copy of its job still queued is then skipped."""
-    return f"scriba-batch:{batch}:done:{index}"
+    return f"scriba-fleet:{fleet_id}:done:{index}"
 
 
 def _fetch(url: str, target: Path, attempts: int = 3) -> None:
@@ -107,7 +107,7 @@ def transcribe_job(engine: Any, files_port: int, job: dict[str, Any], node: str)
     try:
         options = JobOptions.from_dict(job["options"])
         suffix = Path(str(job.get("name", "audio"))).suffix[:16]
-        with tempfile.TemporaryDirectory(prefix="scriba-batch-") as folder:
+        with tempfile.TemporaryDirectory(prefix="scriba-fleet-") as folder:
             path = Path(folder) / f"recording{suffix}"
             _fetch(f"http://127.0.0.1:{files_port}/{job['token']}", path)
             transcript = engine.run(path, options.to_pipeline(None))
@@ -132,7 +132,7 @@ def watch_node(
     poll_s: float = 5.0,
 ) -> None:
     """The node's watchdog (a daemon thread). Each ``poll_s`` it counts up the node's heartbeat in the broker
-    (:func:`beat_key`: how the computer that started the batch tells a node whose link dropped silently from one
+    (:func:`beat_key`: how the computer that started the fleet tells a node whose link dropped silently from one
     that is busy). When the broker has not answered for ``broker_timeout_s`` (that computer crashed, slept or
     lost its network: the tunnel is gone) or the budget's deadline has passed, it runs ``on_expire`` (the
     provider's way for a machine to end itself) and ends this process. Nobody else would: Celery retries a lost
@@ -150,7 +150,7 @@ def watch_node(
         if _beat(access, beat_key(name)):
             last_answer = time.monotonic()
         elif time.monotonic() - last_answer > broker_timeout_s:
-            reason = f"the batch's queue has not answered for {broker_timeout_s:.0f} s"
+            reason = f"the fleet's queue has not answered for {broker_timeout_s:.0f} s"
         if deadline is not None and time.time() > deadline:
             reason = "the budget's hard deadline was reached"
         if reason is None:
@@ -166,12 +166,12 @@ def watch_node(
 
 
 def beat_key(node: str) -> str:
-    return f"scriba-batch:beat:{node}"
+    return f"scriba-fleet:beat:{node}"
 
 
 def _beat(access: Any, key: str) -> bool:
     """Count the heartbeat up; whether the broker took it."""
-    from app.cloud.batch.broker import ask
+    from app.cloud.fleet.broker import ask
 
     reply = ask(access, "INCR", key, timeout_s=5.0)
     return reply is not None and reply.startswith(b":")
@@ -207,13 +207,13 @@ def run_node(
     """The node's worker loop; the broker password comes on standard input (never on a command line)."""
     import threading
 
-    from app.cloud.batch.broker import NODE_USER, BrokerAccess
+    from app.cloud.fleet.broker import NODE_USER, BrokerAccess
     from app.core.engine.pipeline import Engine
 
     password = sys.stdin.readline().strip()
     key = sys.stdin.readline().strip()  # this node's own: it signs every answer (see sign_answer)
     if not password or not key:
-        print("scriba worker batch-node: no broker password and signing key on standard input", file=sys.stderr)
+        print("scriba worker fleet-node: no broker password and signing key on standard input", file=sys.stderr)
         return 2
     access = BrokerAccess("127.0.0.1", broker_port, NODE_USER, password)
     app = celery_app(access.url(), visibility_timeout_s)
@@ -227,7 +227,7 @@ def run_node(
 
     @app.task(name=TASK_NAME)  # type: ignore[untyped-decorator]
     def transcribe(job: dict[str, Any]) -> dict[str, Any]:
-        if app.backend.client.exists(done_key(str(job.get("batch")), int(job.get("index", -1)))):
+        if app.backend.client.exists(done_key(str(job.get("fleet")), int(job.get("index", -1)))):
             return {"version": RESULT_VERSION, "index": job.get("index"), "node": name, "skipped": True}
         return sign_answer(transcribe_job(engine, files_port, job, name), key)
 

@@ -1,14 +1,14 @@
 """Issue 16's scenario, measured: six recordings and one 10-minute four-voice recording on two rented machines,
 one of which is killed mid-run.
 
-    .venv/bin/python benchmarks/batch_scenario.py      (as root: two real sshds; ~10 min on 2 cores)
+    .venv/bin/python benchmarks/fleet_scenario.py      (as root: two real sshds; ~10 min on 2 cores)
 
 The two "machines" are real OpenSSH servers on this computer, rented through RunPod's documented API replayed
 by a local HTTP server (tests/cloud/replay_server.py), so the ledger, the verified teardown and the idle release
 are the real ones. The long recording (two readers and pyannote's call, four real voices; who spoke when from
 benchmarks/long_material.py) is cut across the machines; when its second piece starts, that machine's worker
 is SIGKILLed. Printed: every file answered once or not, the long file's DER (strict) against the truth for the
-batch and for one local run over the whole file, speakers found, what is left running, the ledger, the pods.
+fleet and for one local run over the whole file, speakers found, what is left running, the ledger, the pods.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from tests import metrics
 
 
 def main() -> None:
-    from app.cloud.batch.rented import RentedBatch
-    from app.cloud.batch.run import BatchTiming
+    from app.cloud.fleet.rented import RentedFleet
+    from app.cloud.fleet.run import FleetTiming
     from app.cloud.offload.base import OffloadConfig, RemoteSetup
     from app.cloud.offload.ledger import Ledger
     from app.cloud.providers import RunPod
@@ -69,14 +69,14 @@ def main() -> None:
     pods = ReplayedPods([server.port for server in servers])
     said: list[str] = []
     killed: list[str] = []
-    batch_box: list[Any] = []
+    fleet_box: list[Any] = []
 
     def status(text: str) -> None:
         said.append(text)
-        print(f"  [batch] {text}", flush=True)
+        print(f"  [fleet] {text}", flush=True)
         started = re.fullmatch(r"(node\d+): four voices\.wav \(part 2 of \d+\) started", text)
-        if started and not killed and batch_box and batch_box[0]._batch is not None:
-            node = next(node for node in batch_box[0]._batch.nodes if node.name == started.group(1))
+        if started and not killed and fleet_box and fleet_box[0]._fleet is not None:
+            node = next(node for node in fleet_box[0]._fleet.nodes if node.name == started.group(1))
             os.kill(node.pid, signal.SIGKILL)
             killed.append(node.name)
 
@@ -97,14 +97,14 @@ def main() -> None:
                 setup=RemoteSetup((sys.executable, "-m", "app"), tuple(host_environment(folder, numeric=True).items())),
                 budget_usd=5.0,
             )
-            batch = RentedBatch(
+            fleet = RentedFleet(
                 RunPod("runpod-key", base_url=api.url + "/v2"), [offer, offer], ledger, config, status,
-                BatchTiming(connect_wait_s=30.0),
+                FleetTiming(connect_wait_s=30.0),
             )  # fmt: skip
-            batch_box.append(batch)
+            fleet_box.append(fleet)
             started = time.perf_counter()
-            result = batch.run(files)
-            batch_seconds = time.perf_counter() - started
+            result = fleet.run(files)
+            fleet_seconds = time.perf_counter() - started
             open_entries = len(ledger.open_entries())
     finally:
         for server in servers:
@@ -121,19 +121,19 @@ def main() -> None:
         turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns]
         return metrics.der(reference, metrics.turns_annotation(turns)), len({who for _, _, who in turns})
 
-    left = subprocess.run(["pgrep", "-af", "worker batch-node"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-af", "worker fleet-node"], capture_output=True, text=True).stdout
     print("\nscenario: 6 recordings + a 10-minute four-voice recording on 2 rented machines (RunPod replayed)")
     print(f"  files done: {len(result.transcripts)} of {len(files)}; failed: {len(result.failures)}")
     print(f"  answers per file: {answered}")
     print(f"  node killed mid-run: {killed or 'none'}; re-sent: {sum('goes to another node' in s for s in said)}")
     if 0 in result.transcripts:
-        (batch_der, found), (local_der, local_found) = der(result.transcripts[0]), der(local)
-        print(f"  long file DER, batch: {batch_der:.3f} ({found} speakers); one local run: {local_der:.3f} "
+        (fleet_der, found), (local_der, local_found) = der(result.transcripts[0]), der(local)
+        print(f"  long file DER, fleet: {fleet_der:.3f} ({found} speakers); one local run: {local_der:.3f} "
               f"({local_found} speakers); true speakers: {len(reference.labels())}")  # fmt: skip
         print(f"  {result.transcripts[0].diarization.reason}")
     print(f"  workers left running: {len([line for line in left.splitlines() if 'pgrep' not in line])}")
     print(f"  ledger entries open: {open_entries}; pods created {pods.created}, destroyed {sorted(pods.ended_at)}")
-    print(f"  teardowns: {[item.state for item in batch.teardowns]}; batch wall time {batch_seconds:.0f} s")
+    print(f"  teardowns: {[item.state for item in fleet.teardowns]}; fleet wall time {fleet_seconds:.0f} s")
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,4 +1,4 @@
-"""A batch over two SSH hosts (issue 16, part 2), all real: two OpenSSH servers on loopback, the private Redis
+"""A fleet over two SSH hosts (issue 16, part 2), all real: two OpenSSH servers on loopback, the private Redis
 that Scriba starts, a Celery worker per host reached only through its SSH reverse tunnel, the real engine.
 
 Each host runs this checkout in an environment of its own (tests/cloud/sshd.py); the transcripts are compared
@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from app.cloud.batch.broker import LocalBroker, command
-from app.cloud.batch.run import Batch, BatchConfig, BatchNode, BatchTiming
+from app.cloud.fleet.broker import LocalBroker, command
+from app.cloud.fleet.run import Fleet, FleetConfig, FleetNode, FleetTiming
 from app.cloud.offload.base import RemoteSetup
 from app.cloud.remote.transport import parse_ssh_url
 from app.core.queue.jobs import JobOptions
@@ -58,7 +58,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> list[Path]:
-    folder = tmp_path_factory.mktemp("batch-inputs")
+    folder = tmp_path_factory.mktemp("fleet-inputs")
     paths = []
     for index in range(4):
         path = folder / f"call {index}.wav"
@@ -71,7 +71,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> li
 def short_recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> list[Path]:
     """Three 12-second stretches of the call: long enough to be killed mid-job, short enough to redo."""
     samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
-    folder = tmp_path_factory.mktemp("batch-short")
+    folder = tmp_path_factory.mktemp("fleet-short")
     paths = []
     for index in range(3):
         path = folder / f"part {index}.wav"
@@ -80,17 +80,17 @@ def short_recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path)
     return paths
 
 
-def _batch(hosts: list[LoopbackSshd], tmp_path: Path, said: list[str], **timing: Any) -> Batch:
+def _fleet(hosts: list[LoopbackSshd], tmp_path: Path, said: list[str], **timing: Any) -> Fleet:
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("".join(server.known_hosts_line() for server in hosts))
     setup = RemoteSetup((sys.executable, "-m", "app"), tuple(host_environment(tmp_path, numeric=True).items()))
-    config = BatchConfig(OPTIONS, known_hosts, setup, BatchTiming(**timing))
+    config = FleetConfig(OPTIONS, known_hosts, setup, FleetTiming(**timing))
     endpoints = [parse_ssh_url(server.url, server.client_key) for server in hosts]
-    return Batch(endpoints, config, status=said.append)
+    return Fleet(endpoints, config, status=said.append)
 
 
 def _workers_left() -> list[str]:
-    listing = subprocess.run(["pgrep", "-af", "worker batch-node"], capture_output=True, text=True).stdout
+    listing = subprocess.run(["pgrep", "-af", "worker fleet-node"], capture_output=True, text=True).stdout
     return [line for line in listing.splitlines() if "pgrep" not in line]
 
 
@@ -115,7 +115,7 @@ def test_every_file_is_done_once_over_two_hosts_and_nothing_is_left_running(
         *("--remote-command", f"{sys.executable} -m app"),
         *(argument for name, value in env.items() for argument in ("--remote-env", f"{name}={value}")),
         *common,
-        *("-o", str(tmp_path / "batch")),
+        *("-o", str(tmp_path / "fleet")),
     )
     assert result.returncode == 1, result.stderr  # one file is damaged: said, and the others done
     assert f"failed: {corrupt_file}" in result.stderr
@@ -123,13 +123,13 @@ def test_every_file_is_done_once_over_two_hosts_and_nothing_is_left_running(
     assert local.returncode == 0, local.stderr
     expected = (tmp_path / "local" / f"{recordings[0].stem}.txt").read_text()
     for path in recordings:
-        assert (tmp_path / "batch" / f"{path.stem}.txt").read_text() == expected
-        assert json.loads((tmp_path / "batch" / f"{path.stem}.json").read_text())["source"] == str(path.absolute())
+        assert (tmp_path / "fleet" / f"{path.stem}.txt").read_text() == expected
+        assert json.loads((tmp_path / "fleet" / f"{path.stem}.json").read_text())["source"] == str(path.absolute())
     # Every file answered once, by one node or the other (a job may start and end between two looks at the queue,
     # so "started" is not always seen; the answer always is).
-    answered = re.findall(r"\[batch\] (node\d): (.+?) (?:done|failed)", result.stderr)
+    answered = re.findall(r"\[fleet\] (node\d): (.+?) (?:done|failed)", result.stderr)
     assert sorted(name for _, name in answered) == sorted(path.name for path in [*recordings, corrupt_file])
-    started = [name for _, name in re.findall(r"\[batch\] (node\d): (.+) started", result.stderr)]
+    started = [name for _, name in re.findall(r"\[fleet\] (node\d): (.+) started", result.stderr)]
     assert len(started) == len(set(started))
     assert not _workers_left()
 
@@ -139,7 +139,7 @@ def test_a_node_killed_mid_job_has_its_job_done_by_the_other(
 ) -> None:
     said: list[str] = []
     killed: list[str] = []
-    batch = _batch(hosts, tmp_path, said)
+    fleet = _fleet(hosts, tmp_path, said)
 
     def kill_the_first_to_start(text: str) -> None:
         said.append(text)
@@ -147,20 +147,30 @@ def test_a_node_killed_mid_job_has_its_job_done_by_the_other(
         if killed or started is None:
             return
         name = started.group(1)
-        node = next(node for node in batch.nodes if node.name == name)
+        node = next(node for node in fleet.nodes if node.name == name)
         assert node.pid is not None
         os.kill(node.pid, signal.SIGKILL)  # the host's worker dies with the job in hand, as on a preempted GPU
         killed.append(name)
 
-    batch.status = kill_the_first_to_start
-    result = batch.run(short_recordings)
+    fleet.status = kill_the_first_to_start
+    result = fleet.run(short_recordings)
 
     assert killed, said
     assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, said
     assert any("goes to another node" in line for line in said), said
-    survivor = next(node for node in batch.nodes if node.name != killed[0])
+    survivor = next(node for node in fleet.nodes if node.name != killed[0])
     assert survivor.jobs_done == 3
     assert not _workers_left()
+
+
+@pytest.mark.parametrize("action", ["fleet-node", "batch-node"])
+def test_the_node_action_answers_to_its_old_name_too(action: str) -> None:
+    """`scriba worker batch-node` (the name before "batch" was kept for batched decoding) still starts a node:
+    both names reach the node, which refuses to start without the broker password on standard input."""
+    result = scriba("worker", action, "--broker-port", "1", "--files-port", "2", "--name", "node1", stdin="")
+    assert result.returncode == 2, result.stderr
+    assert "no broker password and signing key on standard input" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_node_cannot_administer_the_broker() -> None:
@@ -197,9 +207,9 @@ def test_a_host_that_cannot_be_reached_is_left_out_in_one_line_and_the_others_wo
     hosts: list[LoopbackSshd], short_recordings: list[Path], tmp_path: Path
 ) -> None:
     said: list[str] = []
-    batch = _batch(hosts[:1], tmp_path, said)
-    batch.nodes.append(BatchNode("node2", parse_ssh_url(f"ssh://nobody@127.0.0.1:{free_port()}", hosts[0].client_key)))
-    result = batch.run(short_recordings[:1])
+    fleet = _fleet(hosts[:1], tmp_path, said)
+    fleet.nodes.append(FleetNode("node2", parse_ssh_url(f"ssh://nobody@127.0.0.1:{free_port()}", hosts[0].client_key)))
+    result = fleet.run(short_recordings[:1])
     assert sorted(result.transcripts) == [0] and not result.failures, said
     left_out = [line for line in said if "left out" in line]
     assert len(left_out) == 1 and left_out[0].startswith("node2 (127.0.0.1) left out: ") and "\n" not in left_out[0]
@@ -208,14 +218,14 @@ def test_a_host_that_cannot_be_reached_is_left_out_in_one_line_and_the_others_wo
 
 
 def test_a_node_whose_queue_stops_answering_ends_itself_and_its_machine(tmp_path: Path) -> None:
-    """The computer that started the batch is gone (here: its broker stops): the node's watchdog runs the
+    """The computer that started the fleet is gone (here: its broker stops): the node's watchdog runs the
     provider's self-termination command (here one that leaves a mark) and the worker exits, instead of retrying
     the broker forever on a machine that bills."""
     mark = tmp_path / "machine-ended"
     with LocalBroker() as broker:
         node = subprocess.Popen(
             [
-                *(sys.executable, "-m", "app", "worker", "batch-node"),
+                *(sys.executable, "-m", "app", "worker", "fleet-node"),
                 *("--broker-port", str(broker.port), "--files-port", str(free_port()), "--name", "node1"),
                 *("--broker-timeout", "2", "--on-expire", "touch", str(mark)),
             ],
@@ -251,7 +261,7 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
     whatever the dead node's copy still says), and the dead node's pod is destroyed at once."""
     import time
 
-    from app.cloud.batch.rented import RentedBatch
+    from app.cloud.fleet.rented import RentedFleet
     from app.cloud.offload.base import OffloadConfig
     from app.cloud.offload.ledger import Ledger
     from app.cloud.providers import RunPod
@@ -265,8 +275,8 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
     def hear(text: str) -> None:
         said.append((time.monotonic(), text))
         started = re.fullmatch(r"(node\d+): .+ started", text)
-        if kill and started and not killed and batch._batch is not None:
-            node = next(node for node in batch._batch.nodes if node.name == started.group(1))
+        if kill and started and not killed and fleet._fleet is not None:
+            node = next(node for node in fleet._fleet.nodes if node.name == started.group(1))
             assert node.pid is not None
             os.kill(node.pid, signal.SIGKILL)
             killed.append(node.name)
@@ -288,16 +298,16 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
             setup=RemoteSetup((sys.executable, "-m", "app"), tuple(host_environment(tmp_path, numeric=True).items())),
             budget_usd=5.0,
         )
-        batch = RentedBatch(
+        fleet = RentedFleet(
             provider,
             [offer, offer],
             ledger,
             config,
             status=hear,
-            timing=BatchTiming(connect_wait_s=30.0),
+            timing=FleetTiming(connect_wait_s=30.0),
         )
         # The last file is the longest: whichever node does not take it has nothing left while it runs.
-        result = batch.run(short_recordings if kill else [*short_recordings[:2], recordings[0]])
+        result = fleet.run(short_recordings if kill else [*short_recordings[:2], recordings[0]])
         assert not api.unmatched
 
     lines = [text for _, text in said]
@@ -310,16 +320,16 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
         assert not any("released" in line for line in lines), lines  # the survivor had work to the end
     else:
         assert len([text for text in lines if "released: nothing left for it" in text]) == 1, lines
-    assert [item.state for item in batch.teardowns] == ["terminated", "terminated"]
+    assert [item.state for item in fleet.teardowns] == ["terminated", "terminated"]
     assert all(not entry.is_open for entry in ledger.entries()) and len(ledger.entries()) == 2
     assert 0 < result.cost_usd < 0.69 * 2 * result.seconds / 3600 + 0.01
     assert not _workers_left()
 
 
-CRASHING_BATCH = """
+CRASHING_FLEET = """
 import sys
 from pathlib import Path
-from app.cloud.batch.rented import RentedBatch
+from app.cloud.fleet.rented import RentedFleet
 from app.cloud.offload.base import OffloadConfig
 from app.cloud.offload.ledger import Ledger
 from app.cloud.providers import RunPod
@@ -331,12 +341,12 @@ offer = Offer("runpod", "NVIDIA GeForce RTX 3090", "RTX 3090", 1, 24.0, 0.44, No
               "api:runpod", "2026-11-24", True)
 config = OffloadConfig(options=JobOptions(model="tiny.en"), known_hosts=Path(ledger_path).with_name("known_hosts"),
                        pin_new_host=True, public_key="ssh-ed25519 AAAA scriba")
-RentedBatch(RunPod("runpod-key", base_url=url), [offer] * 3, Ledger(Path(ledger_path)), config, print).run(
+RentedFleet(RunPod("runpod-key", base_url=url), [offer] * 3, Ledger(Path(ledger_path)), config, print).run(
     [Path(recording)])
 """
 
 
-def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
+def test_a_fleet_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
     tmp_path: Path, sample_dir: Path
 ) -> None:
     """SIGKILL (nothing in the process runs) once three pods exist: the next start's sweep finds all three in the
@@ -353,7 +363,7 @@ def test_a_batch_killed_while_its_machines_boot_leaves_all_of_them_to_the_sweep(
     with ReplayServer() as api:
         pods.route(api)
         child = subprocess.Popen(
-            [sys.executable, "-c", CRASHING_BATCH, api.url + "/v2", str(ledger_path), str(sample_dir / "sample.wav")],
+            [sys.executable, "-c", CRASHING_FLEET, api.url + "/v2", str(ledger_path), str(sample_dir / "sample.wav")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -397,8 +407,8 @@ def test_a_long_file_is_cut_across_both_hosts_and_its_speakers_stay_consistent(
     long_file = synth.write_wav(tmp_path / "long meeting.wav", samples)
 
     said: list[str] = []
-    batch = _batch(hosts, tmp_path, said, piece_s=45.0, overlap_s=8.0)
-    result = batch.run([long_file, recordings[0]])
+    fleet = _fleet(hosts, tmp_path, said, piece_s=45.0, overlap_s=8.0)
+    result = fleet.run([long_file, recordings[0]])
     assert sorted(result.transcripts) == [0, 1] and not result.failures, said
     pieces = [line for line in said if re.fullmatch(r"node\d: long meeting\.wav \(part \d of \d\) started", line)]
     assert {line.split(":")[0] for line in pieces} == {"node1", "node2"}, said  # both hosts took pieces
@@ -412,9 +422,9 @@ def test_a_long_file_is_cut_across_both_hosts_and_its_speakers_stay_consistent(
         turns = [(t.start, t.end, t.speaker) for t in transcript.diarization.turns]
         return metrics.der(reference, metrics.turns_annotation(turns)), len({who for _, _, who in turns})
 
-    (batch_der, batch_found), (local_der, local_found) = der_and_count(stitched), der_and_count(local)
-    assert batch_der <= local_der + 0.05, (batch_der, local_der, stitched.diarization.reason)
-    assert batch_found == local_found, (batch_found, local_found)
+    (fleet_der, fleet_found), (local_der, local_found) = der_and_count(stitched), der_and_count(local)
+    assert fleet_der <= local_der + 0.05, (fleet_der, local_der, stitched.diarization.reason)
+    assert fleet_found == local_found, (fleet_found, local_found)
     assert "agree on" in stitched.diarization.reason
 
     # The call's speakers, heard first in the first piece and again in the last: the same labels both times.
@@ -444,20 +454,20 @@ def test_answers_a_hostile_node_forges_in_the_queue_are_refused(
     """A node holds the broker's node password, so it can write the queue's result keys: here it reads the
     queued jobs' ids (LRANGE) and writes a finished answer for each before any node has run it, one claiming to
     come from another node, one with no signature. Neither is believed: those files fail, saying why, nothing
-    forged is written, and the batch ends."""
+    forged is written, and the fleet ends."""
     said: list[str] = []
-    batch = _batch(hosts[:1], tmp_path, said)
+    fleet = _fleet(hosts[:1], tmp_path, said)
     forged: list[str] = []
 
     def forge_on_queue(text: str) -> None:
         said.append(text)
-        if not re.fullmatch(r"\d+ job\(s\) queued for .*", text) or batch.broker is None:
+        if not re.fullmatch(r"\d+ job\(s\) queued for .*", text) or fleet.broker is None:
             return
         import redis
 
-        node = batch.broker.node(batch.broker.port)
-        client = redis.Redis(host="127.0.0.1", port=batch.broker.port, username=node.user, password=node.password)
-        for number, raw in enumerate(client.lrange("scriba-batch", 0, -1)):  # type: ignore[union-attr]
+        node = fleet.broker.node(fleet.broker.port)
+        client = redis.Redis(host="127.0.0.1", port=fleet.broker.port, username=node.user, password=node.password)
+        for number, raw in enumerate(client.lrange("scriba-fleet", 0, -1)):  # type: ignore[union-attr]
             message = json.loads(raw)  # kombu's envelope: the task's id, its arguments in base64 JSON
             task_id = message["headers"]["id"].encode()
             job = json.loads(base64.b64decode(message["body"]))[0][0]
@@ -482,12 +492,12 @@ def test_answers_a_hostile_node_forges_in_the_queue_are_refused(
             forged.append(task_id.decode())
         client.close()
 
-    batch.status = forge_on_queue
-    result = batch.run(short_recordings[:2])
+    fleet.status = forge_on_queue
+    result = fleet.run(short_recordings[:2])
     assert len(forged) == 2, said
     assert result.transcripts == {}, said
     assert sorted(result.failures) == [0, 1]
-    assert all("no node of this batch signed" in reason for reason in result.failures.values()), result.failures
+    assert all("no node of this fleet signed" in reason for reason in result.failures.values()), result.failures
     assert not _workers_left()
 
 
@@ -513,47 +523,47 @@ def test_nodes_in_networks_of_their_own_reach_the_queue_only_through_their_tunne
     isolated_hosts: list[LoopbackSshd], short_recordings: list[Path], tmp_path: Path
 ) -> None:
     """The broker cannot be reached from a node's network (nothing of this machine's loopback is there); the
-    batch works through the tunnels; one node's link is cut mid-job (its packets dropped, not refused: no word
+    fleet works through the tunnels; one node's link is cut mid-job (its packets dropped, not refused: no word
     ever comes back): its heartbeat stops, its job goes to the other node, every file is done once, and the cut
     node's own watchdog ends its worker when the queue stays silent."""
     said: list[str] = []
     cut: list[str] = []
-    batch = _batch(isolated_hosts, tmp_path, said, node_silent_s=4.0, broker_timeout_s=6.0)
+    fleet = _fleet(isolated_hosts, tmp_path, said, node_silent_s=4.0, broker_timeout_s=6.0)
     spaces = {f"node{index + 1}": server.namespace for index, server in enumerate(isolated_hosts)}
 
     def cut_the_first_to_start(text: str) -> None:
         said.append(text)
         started = re.fullmatch(r"(node\d+): .+ started", text)
-        if cut or started is None or batch.broker is None:
+        if cut or started is None or fleet.broker is None:
             return
         space = spaces[started.group(1)]
         assert space is not None
         # From inside, this machine's broker is not there (its 127.0.0.1 is the namespace's own) ...
         probe = space.run(
-            sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {batch.broker.port}), 2)"
+            sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {fleet.broker.port}), 2)"
         )
         assert probe.returncode != 0 and "refused" in probe.stderr.lower(), probe.stderr
         space.set_link(up=False)  # ... and now nothing at all is
         cut.append(started.group(1))
 
-    batch.status = cut_the_first_to_start
+    fleet.status = cut_the_first_to_start
     results: list[Any] = []
-    runner = threading.Thread(target=lambda: results.append(batch.run(short_recordings)), daemon=True)
+    runner = threading.Thread(target=lambda: results.append(fleet.run(short_recordings)), daemon=True)
     runner.start()
-    runner.join(300)  # a batch that waits for ever on the cut node is this test's failure, not a hung suite
+    runner.join(300)  # a fleet that waits for ever on the cut node is this test's failure, not a hung suite
     if runner.is_alive():
-        batch.cancel()
+        fleet.cancel()
         runner.join(60)
     for space in spaces.values():
         assert space is not None
         space.set_link(up=True)
-    assert results, f"the batch did not end: {said}"
+    assert results, f"the fleet did not end: {said}"
     result = results[0]
     assert cut, said
     assert sorted(result.transcripts) == [0, 1, 2] and not result.failures, said
     assert any(f"{cut[0]} (" in line and "its link dropped" in line for line in said), said
     assert any("goes to another node" in line for line in said), said
-    survivor = next(node for node in batch.nodes if node.name != cut[0])
+    survivor = next(node for node in fleet.nodes if node.name != cut[0])
     assert survivor.jobs_done == 3
     # The cut node's worker: its tunnel is gone, so its queue is silent, and its watchdog ends it.
     deadline = time.monotonic() + 60

@@ -1,10 +1,10 @@
-"""A batch on N rented machines: each one rented, watched and ended exactly as a single offload's machine is.
+"""A fleet on N rented machines: each one rented, watched and ended exactly as a single offload's machine is.
 
 Every node is an :class:`~app.cloud.offload.run.Offload`'s :meth:`machine`: in the ledger before the provider hears
 of it, its id recorded the moment it exists, terminated and verified terminated on the way out whatever happens,
 and found by the sweep at the next start if this process dies. The machines boot together; those that come up
-run :class:`~app.cloud.batch.run.Batch`'s queue. A node the queue has nothing left for is ended at once (its
-machine stops billing while the others finish); the rest are ended when the batch ends. On each machine the
+run :class:`~app.cloud.fleet.run.Fleet`'s queue. A node the queue has nothing left for is ended at once (its
+machine stops billing while the others finish); the rest are ended when the fleet ends. On each machine the
 node's own watchdog ends the work (and, where the provider allows it, the machine) when the queue stops
 answering or the budget's deadline passes.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.cloud.batch.run import Batch, BatchConfig, BatchTiming
+from app.cloud.fleet.run import Fleet, FleetConfig, FleetTiming
 from app.cloud.offload.base import (
     BudgetExceeded,
     LedgerLike,
@@ -54,7 +54,7 @@ class RentedNode:
         return (self.offload.ended_at or time.monotonic()) - started
 
 
-class RentedBatch:
+class RentedFleet:
     """``run(files)`` on ``len(offers)`` machines of ``provider`` (one offer each; a provider whose offers are
     single machines, Vast.ai's, needs as many distinct offers)."""
 
@@ -65,27 +65,27 @@ class RentedBatch:
         ledger: LedgerLike,
         config: OffloadConfig,
         status: Callable[[str], None] = lambda text: None,
-        timing: BatchTiming | None = None,
+        timing: FleetTiming | None = None,
     ) -> None:
         if not offers:
-            raise OffloadError("a batch needs at least one machine")
+            raise OffloadError("a fleet needs at least one machine")
         self.provider = provider
         self.offer = offers[0]  # what the queue's rows say the jobs ran on
         self.config = config
         self.status = status
-        self.timing = timing or BatchTiming(connect_wait_s=300.0)
+        self.timing = timing or FleetTiming(connect_wait_s=300.0)
         self.nodes = [RentedNode(Offload(provider, offer, ledger, config)) for offer in offers]
         self._lock = threading.Lock()
         self._closing = False
-        self._batch: Batch | None = None
+        self._fleet: Fleet | None = None
         self._on_event: Callable[[OffloadEvent], None] | None = None
         self._started = time.monotonic()
 
     def cancel(self) -> None:
         for node in self.nodes:
             node.offload.cancel()
-        if self._batch is not None:
-            self._batch.cancel()
+        if self._fleet is not None:
+            self._fleet.cancel()
 
     @property
     def teardowns(self) -> list[Teardown]:
@@ -135,7 +135,7 @@ class RentedBatch:
             if not path.is_file():
                 raise OffloadError(f"{path}: no such file; nothing was launched")
         if cancel is not None:  # after the checks above: the thread ends with the run (_closing)
-            threading.Thread(target=self._follow_cancel, args=(cancel,), daemon=True, name="batch-cancel").start()
+            threading.Thread(target=self._follow_cancel, args=(cancel,), daemon=True, name="fleet-cancel").start()
         started = self._started = time.monotonic()
         launches = [
             threading.Thread(target=self._launch, args=(node, job_ref), name=f"launch-{index + 1}")
@@ -151,10 +151,10 @@ class RentedBatch:
                 reasons = "; ".join(sorted({node.failure or "not ready" for node in self.nodes}))
                 raise OffloadError(f"no machine could be rented: {reasons}")
             if len(ready) < len(self.nodes):
-                self._say(f"{len(ready)} of {len(self.nodes)} machines are up; the batch runs on those")
-            result = self._run_batch(ready, files, file_options)
+                self._say(f"{len(ready)} of {len(self.nodes)} machines are up; the fleet runs on those")
+            result = self._run_fleet(ready, files, file_options)
         except BaseException as error:
-            self.cancel()  # machines still booting stop at their next step instead of joining a batch that ended
+            self.cancel()  # machines still booting stop at their next step instead of joining a fleet that ended
             if cancel is not None and cancel.cancelled:
                 raise OffloadCancelled("cancelled by the user") from error
             raise
@@ -194,7 +194,7 @@ class RentedBatch:
             closing = self._closing
             if not closing:
                 node.instance = instance
-        if closing:  # the batch ended (Ctrl-C, an error) while this one was still booting
+        if closing:  # the fleet ended (Ctrl-C, an error) while this one was still booting
             self._end(node)
 
     def _end(self, node: RentedNode) -> None:
@@ -230,7 +230,7 @@ class RentedBatch:
 
     # ------------------------------------------------------------------------------------------- the queue
 
-    def _run_batch(
+    def _run_fleet(
         self, ready: list[RentedNode], files: Sequence[Path], file_options: Sequence[JobOptions] | None
     ) -> OffloadResult:
         config = self.config
@@ -248,21 +248,21 @@ class RentedBatch:
                 raise OffloadError(f"{self.provider.name} reported {node.instance.instance_id} ready with no address")
             endpoints.append(SshEndpoint(node.instance.host, node.instance.port, node.instance.user, config.key_file))
             expire.append(self.provider.self_terminate_command(node.instance.instance_id))
-        batch = Batch(
+        fleet = Fleet(
             endpoints,
-            BatchConfig(
+            FleetConfig(
                 config.options, config.known_hosts, config.setup, self.timing, pin_new_host=True, deadline=deadline
             ),
             status=self._say,
             release=lambda index: self._end(ready[index]),
             on_expire=expire,
         )
-        batch.on_file = lambda kind, index, text: self._say(text, kind, index)
-        self._batch = batch
-        return batch.run(files, file_options)
+        fleet.on_file = lambda kind, index, text: self._say(text, kind, index)
+        self._fleet = fleet
+        return fleet.run(files, file_options)
 
 
-def build_rented_batch(
+def build_rented_fleet(
     provider_name: str,
     chosen: Offer,
     count: int,
@@ -272,7 +272,7 @@ def build_rented_batch(
     budget_usd: float | None,
     estimate_usd: float | None,
     status: Callable[[str], None],
-) -> RentedBatch:
+) -> RentedFleet:
     """``count`` machines like ``chosen`` running one queue, each rented as a single offload's is."""
     from app.cloud.offload.launch import ledger_for, live_offers_for, rented_config
     from app.cloud.providers import provider_from_keyring
@@ -282,4 +282,4 @@ def build_rented_batch(
     offers = live_offers_for(provider, chosen, count)
     if len(offers) < count:
         status(f"{provider.title} has {len(offers)} {chosen.gpu} machine(s) free, not {count}: renting those")
-    return RentedBatch(provider, offers, ledger_for(data_dir), config, status)
+    return RentedFleet(provider, offers, ledger_for(data_dir), config, status)

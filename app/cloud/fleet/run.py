@@ -1,11 +1,11 @@
-"""A batch of recordings over several SSH hosts at once: each node pulls the next job from one queue.
+"""A fleet of SSH hosts on one set of recordings at once: each node pulls the next job from one queue.
 
 This machine starts a private Redis (broker.py) and a file server (files.py), both on its loopback; each node is
 reached over SSH as for a single offload (its host key checked, Scriba installed there with consent), gets two
 reverse tunnels (the queue, the files) and runs one Celery worker (node.py). Jobs go on the queue in order; a
 node takes one, fetches that recording through its tunnel, transcribes it and puts the transcript back as JSON.
 A node that dies mid-job leaves its job unacknowledged and another node gets it after the visibility timeout; a
-node whose worker has exited is noticed here and reported; when no node is left the batch stops and says which
+node whose worker has exited is noticed here and reported; when no node is left the fleet stops and says which
 files were not done. Whatever happens, ``finally`` stops every worker, closes every tunnel and connection, and
 stops the broker: nothing keeps running on any host.
 """
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.cloud.batch.broker import LocalBroker
-from app.cloud.batch.files import FileServer
-from app.cloud.batch.node import QUEUE, RESULT_VERSION, TASK_NAME, beat_key, celery_app, done_key, signed_by
-from app.cloud.batch.pieces import Assembly, Unit, plan_units, read_voices
-from app.cloud.batch.tunnel import ReverseTunnels
+from app.cloud.fleet.broker import LocalBroker
+from app.cloud.fleet.files import FileServer
+from app.cloud.fleet.node import QUEUE, RESULT_VERSION, TASK_NAME, beat_key, celery_app, done_key, signed_by
+from app.cloud.fleet.pieces import Assembly, Unit, plan_units, read_voices
+from app.cloud.fleet.tunnel import ReverseTunnels
 from app.cloud.offload.base import OffloadError, OffloadResult, RemoteSetup
 from app.cloud.remote.transport import (
     CONNECTION_ERRORS,
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class BatchTiming:
+class FleetTiming:
     """Pacing (tests shorten these). The visibility timeout must exceed the longest job, or a slow job is given
     to a second node while the first still works on it (no harm to the result: the first answer wins)."""
 
@@ -59,7 +59,7 @@ class BatchTiming:
     # packets lost, not refused): it counts as stopped and its job goes to another node. Its heartbeat comes every
     # broker_timeout_s / 4 (5 s at most).
     node_silent_s: float = 60.0
-    # When the batch has several nodes, a long file is cut into pieces between these lengths (pieces.py's
+    # When the fleet has several nodes, a long file is cut into pieces between these lengths (pieces.py's
     # piece_length; piece_s 0: never), each with this much of its neighbours' audio on either side of a cut
     # (app/core/engine/stitch.py).
     piece_s: float = DEFAULT_PIECE_S
@@ -71,7 +71,7 @@ class BatchTiming:
 
 
 @dataclass
-class BatchNode:
+class FleetNode:
     name: str
     endpoint: SshEndpoint
     session: SshSession | None = None
@@ -99,32 +99,32 @@ class BatchNode:
 
 
 @dataclass
-class BatchConfig:
+class FleetConfig:
     options: JobOptions
     known_hosts: Path
     setup: RemoteSetup = field(default_factory=RemoteSetup)
-    timing: BatchTiming = field(default_factory=BatchTiming)
+    timing: FleetTiming = field(default_factory=FleetTiming)
     pin_new_host: bool = False  # True for machines rented a minute ago: their first host key is pinned
     deadline: float | None = None  # epoch seconds: the budget's hard stop, kept by each node's watchdog
 
 
-class Batch:
+class Fleet:
     """``run(files)`` over ``endpoints``; returns the transcripts by file index and the failures, like an offload."""
 
     def __init__(
         self,
         endpoints: Sequence[SshEndpoint],
-        config: BatchConfig,
+        config: FleetConfig,
         status: Callable[[str], None] = lambda text: None,
         wheel: Callable[[], contextlib.AbstractContextManager[Path]] | None = None,
         release: Callable[[int], None] | None = None,
         on_expire: Sequence[list[str] | None] | None = None,
     ) -> None:
         """``release(i)``: called (on a thread of its own) once node ``i`` is stopped because the queue has nothing
-        left for it, so that its machine can be ended before the batch is over; without it idle nodes wait.
+        left for it, so that its machine can be ended before the fleet is over; without it idle nodes wait.
         ``on_expire[i]``: how node ``i``'s machine ends itself when this computer is gone."""
         if not endpoints:
-            raise OffloadError("a batch needs at least one host")
+            raise OffloadError("a fleet needs at least one host")
         self.config = config
         self.status = status
         self._wheel = wheel
@@ -138,7 +138,7 @@ class Batch:
         self._assemblies: dict[int, Assembly] = {}
         expire = list(on_expire) if on_expire is not None else [None] * len(endpoints)
         self.nodes = [
-            BatchNode(f"node{index + 1}", endpoint, on_expire=expire[index]) for index, endpoint in enumerate(endpoints)
+            FleetNode(f"node{index + 1}", endpoint, on_expire=expire[index]) for index, endpoint in enumerate(endpoints)
         ]
         self._cancelled = threading.Event()
         self.uploaded_bytes = 0
@@ -185,7 +185,7 @@ class Batch:
             reasons = "; ".join(f"{node.endpoint}: {node.failure}" for node in self.nodes)
             raise OffloadError(f"no host could start: {reasons}")
 
-    def _start_node(self, node: BatchNode, broker: LocalBroker, server: FileServer) -> None:
+    def _start_node(self, node: FleetNode, broker: LocalBroker, server: FileServer) -> None:
         from app.cloud.offload.remote_install import ensure_remote_scriba
 
         try:
@@ -200,7 +200,7 @@ class Batch:
             files_port = node.tunnels.open(server.port)
             worker = node.setup.argv(
                 "worker",
-                "batch-node",
+                "fleet-node",
                 "--broker-port",
                 str(broker_port),
                 "--files-port",
@@ -263,7 +263,7 @@ class Batch:
 
     def _release_idle(self, running_on: dict[int, str], pending: bool) -> None:
         """Stop every node the queue has nothing left for (no job waiting, none running there) and hand it to
-        ``release``, so that a rented machine stops billing as soon as it is idle rather than at the batch's end."""
+        ``release``, so that a rented machine stops billing as soon as it is idle rather than at the fleet's end."""
         if self._release is None or pending:
             return
         busy = set(running_on.values())
@@ -274,7 +274,7 @@ class Batch:
                 self.status(f"{node.name} ({node.endpoint.host}) released: nothing left for it in the queue")
                 self._releasing.append(self._start_release(node))
 
-    def _start_release(self, node: BatchNode) -> threading.Thread:
+    def _start_release(self, node: FleetNode) -> threading.Thread:
         assert self._release is not None
         thread = threading.Thread(target=self._release, args=(self.nodes.index(node),), name=f"release-{node.name}")
         thread.start()
@@ -310,10 +310,10 @@ class Batch:
         started: float,
         failures: dict[int, str],
     ) -> OffloadResult:
-        batch = secrets.token_hex(8)
+        fleet_id = secrets.token_hex(8)
         jobs = {
             unit.job: {
-                "batch": batch,
+                "fleet": fleet_id,
                 "index": unit.job,
                 "token": server.register(unit.path),
                 "name": unit.path.name,
@@ -349,7 +349,7 @@ class Batch:
                             del handles[job]
                             running_on.pop(job, None)
                             # Any copy still queued (a job re-sent after its node died) is skipped by the nodes.
-                            app.backend.client.set(done_key(batch, job), 1, ex=7 * 24 * 3600)
+                            app.backend.client.set(done_key(fleet_id, job), 1, ex=7 * 24 * 3600)
                             self._take(unit, value, transcripts, failures, speeds)
                             break
                         if state == "STARTED" and job not in running_on:
@@ -360,7 +360,7 @@ class Batch:
                             self._file_event("started", unit.file, f"{taker}: {unit.label} started")
                 self._notice_silent_nodes(app.backend.client)
                 # A job not seen STARTED may be waiting or just taken: either way its node is not idle yet. Once
-                # every file is in, the batch's own end stops them all.
+                # every file is in, the fleet's own end stops them all.
                 if handles:
                     self._release_idle(running_on, pending=any(job not in running_on for job in handles))
                 for node in self.nodes:
@@ -422,8 +422,8 @@ class Batch:
                 node.failure = f"no word from it for {limit:.0f} s: its link dropped"
                 threading.Thread(target=_stop_node, args=(node,), daemon=True, name=f"stop-{node.name}").start()
 
-    def _signer(self, value: Any) -> BatchNode | None:
-        """The node of this batch whose key signed ``value`` (the node it names), or None."""
+    def _signer(self, value: Any) -> FleetNode | None:
+        """The node of this fleet whose key signed ``value`` (the node it names), or None."""
         if not isinstance(value, dict):
             return None
         node = next((node for node in self.nodes if node.name == value.get("node")), None)
@@ -452,7 +452,7 @@ class Batch:
         if signer is None:
             failures.setdefault(
                 unit.file,
-                f"{source}: an answer no node of this batch signed was found in the queue (forged?); not used",
+                f"{source}: an answer no node of this fleet signed was found in the queue (forged?); not used",
             )
             self.status(f"{unit.label}: an unsigned answer was refused")
             return
@@ -481,7 +481,7 @@ class Batch:
         self._file_event("done", unit.file, f"{node}: {source.name} done")
 
 
-def _stop_node(node: BatchNode) -> None:
+def _stop_node(node: FleetNode) -> None:
     """End the node's worker (by the pid it reported), its channel, tunnels and connection; never raises."""
     if node.session is not None and node.pid is not None and node.session.connected:
         with contextlib.suppress(Exception):

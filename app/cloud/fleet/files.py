@@ -1,4 +1,4 @@
-"""The batch's recordings, served to the nodes from this machine over HTTP on loopback (through each node's tunnel).
+"""The fleet's recordings, served to the nodes from this machine over HTTP on loopback (through each node's tunnel).
 
 A node fetches a recording only when it has taken that recording's job from the queue, so the upload follows the
 work: no file goes to two nodes unless a node dies with it. Each file is reachable only by an unguessable token
@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 class FileServer:
-    """``register`` a file, get its token; the nodes GET ``/TOKEN``. ``start`` and ``stop`` it around the batch."""
+    """``register`` a file, get its token; the nodes GET ``/TOKEN``. ``start`` and ``stop`` it around the fleet."""
 
     def __init__(self) -> None:
         self._files: dict[str, Path] = {}
@@ -69,7 +69,7 @@ class FileServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="scriba-batch-files")
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="scriba-fleet-files")
         self._thread.start()
 
     def stop(self) -> None:

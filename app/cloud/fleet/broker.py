@@ -1,4 +1,4 @@
-"""The batch's queue: a private Redis server on this machine, reached by the GPU nodes only through SSH.
+"""The fleet's queue: a private Redis server on this machine, reached by the GPU nodes only through SSH.
 
 Why Redis and Celery (issue 16's study; SkyPilot, Ray, Dask, RQ, Modal and dstack were compared): a node pulls
 one job at a time from a list, and a job a dead node had taken comes back after a visibility timeout; Celery 5
@@ -9,7 +9,7 @@ anywhere and a rented container behind NAT needs nothing.
 Two users, each with a fresh random password: ``scriba`` (this machine: everything) and ``node`` (the GPU nodes:
 the data commands the queue needs, never the server's administration: CONFIG, MODULE, DEBUG, SHUTDOWN, KEYS,
 FLUSHALL … are refused by Redis itself). The default user is off, nothing is saved to disk, and the server dies
-with this process's batch.
+with this process's fleet.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ NODE_USER = "node"
 # two for its bindings) run under the same rules, so a script cannot reach what the node cannot.
 NODE_COMMANDS = "+@all -@admin -@dangerous"
 INSTALL_HINT = (
-    "A batch over several machines needs Redis on this computer (Scriba starts a private one for the batch): "
+    "Several machines at once need Redis on this computer (Scriba starts a private one for their queue): "
     "install it (Debian/Ubuntu: sudo apt install redis-server; Fedora: sudo dnf install redis; macOS: brew "
     "install redis) and try again"
 )
@@ -128,7 +128,7 @@ class LocalBroker:
             last_error = lines[-1] if lines else "it did not answer"
             self._stop_process()
         self.stop()
-        raise BrokerError(f"could not start the batch's Redis server ({self.executable}): {last_error}")
+        raise BrokerError(f"could not start the fleet's Redis server ({self.executable}): {last_error}")
 
     def _wait_until_ready(self) -> bool:
         assert self._process is not None

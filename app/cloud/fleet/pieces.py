@@ -1,7 +1,7 @@
-"""The batch's units of work: a whole file, or a piece of a long one (cut here, sent as FLAC, stitched back).
+"""The fleet's units of work: a whole file, or a piece of a long one (cut here, sent as FLAC, stitched back).
 
-A long recording on one node would keep the others idle while it runs, and keep the whole batch waiting for
-it. When the batch has more than one node, a file longer than a piece and a half is cut at quiet moments
+A long recording on one node would keep the others idle while it runs, and keep the whole fleet waiting for
+it. When the fleet has more than one node, a file longer than a piece and a half is cut at quiet moments
 (app/core/engine/stitch.py), each piece is written losslessly as 16 kHz mono FLAC (what the engine decodes
 to anyway: nothing the transcription uses is lost, and it is about a quarter of the size of the WAV a node
 would otherwise fetch) and queued like a file of its own. A node returns each piece's transcript with its
@@ -66,7 +66,7 @@ class Assembly:
 
 
 def piece_length(durations: Sequence[float | None], nodes: int, longest_s: float, shortest_s: float) -> float:
-    """How long the pieces of this batch's long files should be (0: none is cut). A batch lasts at least as long
+    """How long the pieces of this fleet's long files should be (0: none is cut). A fleet lasts at least as long
     as its longest job: with all the audio shared out evenly each node has ``total / nodes``; pieces of half
     that keep every node busy to the end. Never longer than ``longest_s`` (a node's result should come back
     within minutes), never shorter than ``shortest_s`` (each piece costs its overlap and a model's warm-up)."""
