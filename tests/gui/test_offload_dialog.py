@@ -169,7 +169,8 @@ def rent_on_replayed_lambda(api: ReplayServer, tmp_path: Path) -> RentFactory:
             pin_new_host=True,
             budget_usd=budget_usd,
             estimate_usd=estimate_usd,
-            timing=OffloadTiming(terminate_attempts=1, verify_timeout_s=0.0),
+            # An unclear launch reads the list six times: a few hundredths of a second apart here.
+            timing=OffloadTiming(terminate_attempts=1, verify_timeout_s=0.0, unclear_launch_spacing_s=0.01),
         )
         return Offload(provider, A10, ledger_for(data_dir), config)
 
