@@ -20,24 +20,18 @@ def long_turns(turns: Sequence[Turn], turn_starts: Sequence[float]) -> tuple[int
 
 
 def speaker_for_span(
-    start: float,
-    end: float,
-    turns: Sequence[Turn],
-    turn_starts: Sequence[float],
-    spanning: Sequence[int] | None = None,
+    start: float, end: float, turns: Sequence[Turn], turn_starts: Sequence[float], spanning: Sequence[int]
 ) -> str | None:
     """The speaker whose turns overlap [start, end] the most; the nearest turn when none overlaps.
-
-    ``spanning``: :func:`long_turns` of ``turns`` (computed here when not given; pass it for many words)."""
+    ``spanning``: :func:`long_turns` of ``turns``."""
     if not turns:
         return None
-    if spanning is None:
-        spanning = long_turns(turns, turn_starts)
     # Turns are sorted by start; only those starting before ``end`` can overlap.
     last = bisect.bisect_left(turn_starts, end)
     first = max(0, last - NEAR_TURNS)
-    # The turns near the word, and the long ones that started before them and may still be running.
-    near = [turns[index] for index in spanning if index < first] + list(turns[first:last])
+    # The turns near the word, and the long ones that started before them and may still be running (each once).
+    earlier = {index for index in spanning if index < first}
+    near = [turns[index] for index in sorted(earlier | set(range(first, last)))]
     overlap: dict[str, float] = {}
     for turn in near:
         shared = min(end, turn.end) - max(start, turn.start)
@@ -48,7 +42,7 @@ def speaker_for_span(
     middle = (start + end) / 2
     # The nearest turn starts just before or after the word: look there, not through all of a long recording's
     # turns (a three-hour meeting has thousands, and words in pauses are many).
-    around = [turns[index] for index in spanning if index < first] + list(turns[first : last + NEAR_TURNS])
+    around = [turns[index] for index in sorted(earlier | set(range(first, min(len(turns), last + NEAR_TURNS))))]
     # A word the alignment gives no duration ("I" at 12.08-12.08 s) overlaps nothing, yet lies inside a turn:
     # that turn is its speaker (the longest, where two people talk at once), not the nearest turn edge.
     inside = [turn for turn in around if turn.start <= middle <= turn.end]
