@@ -136,7 +136,11 @@ TARGETS = (
     Target(
         "export",
         ("app/core/transcript/formats.py",),
-        ("tests/core/transcript/test_export.py", "tests/core/transcript/test_export_formats.py"),
+        (
+            "tests/core/transcript/test_export.py",
+            "tests/core/transcript/test_export_formats.py",
+            "tests/core/transcript/test_export_edges.py",
+        ),
     ),
     Target("ledger", ("app/cloud/offload/ledger.py",), ("tests/cloud/test_ledger.py",)),
     Target(
