@@ -1,4 +1,4 @@
-"""The estimate for 100 hours of audio spread over 1, 2, 4, 8 and 16 rented GPUs (README "Offload"). Prints tables,
+"""The estimate for 100 hours of audio spread over 1, 2, 4, 8 and 16 rented GPUs (docs/offload.md). Prints tables,
 asserts nothing; uses the price table and throughput figures in resources/, no network.
 
     .venv/bin/python benchmarks/fleet_estimate.py [--hours 100] [--model large-v3] [--upload-mbps 20,100]

@@ -71,7 +71,7 @@ def alongside_threads(cores: int, transcription_threads: int = 0) -> tuple[int, 
     Why together: on a 2-core CPU with tiny.en, CTranslate2 decodes no faster on two threads than on one (2.9-3.5
     against 2.6-2.7 s per audio minute), while the diarizer's ONNX networks gain 1.5x from the second thread. One
     thread each, side by side, the real-speech benchmark's jobs took 4.04 s per audio minute against 5.30 one
-    stage after the other with both threads (README, "Stage times"), every speaker and word figure the same."""
+    stage after the other with both threads (docs/benchmarks.md), every speaker and word figure the same."""
     transcription = transcription_threads if transcription_threads > 0 else max(1, cores // 2)
     return transcription, max(1, cores - transcription)
 

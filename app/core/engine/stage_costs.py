@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 STAGES = ("decode", "transcribe", "diarize", "merge")
 
-# Seconds per second of audio on a 2-core x86 CPU with tiny.en (README, "Long recordings" and "Speakers").
+# Seconds per second of audio on a 2-core x86 CPU with tiny.en (docs/benchmarks.md).
 _CPU_TINY_TRANSCRIBE = 0.07
 _CPU_DIARIZE = {"embedded": 0.03, "pyannote": 0.05}
 _DECODE = 0.003

@@ -224,7 +224,7 @@ ONNX_RECIPE = "opset17-v1"
 
 class OnnxRunner:
     """A network exported to ONNX and run by ONNX Runtime (already installed: faster-whisper runs Silero VAD on
-    it). On this 2-core CPU it is the fastest way measured (README "Stage times"): CAM++ on 16 windows 0.18 s
+    it). On this 2-core CPU it is the fastest way measured (docs/benchmarks.md): CAM++ on 16 windows 0.18 s
     against 0.20 s as frozen TorchScript, whose first call after loading also takes twice as long;
     segmentation-3.0 on the nine 10 s chunks of a 30 s clip 0.17-0.19 s against torch's 0.24 s (its LSTM above
     all). Diarization went from 1.63 to 1.21-1.36 s per audio minute in bench_speakers.py. The answers are the

@@ -1,7 +1,7 @@
 """The built-in diarizer: offline, no token, from the pip install alone.
 
 Why it is built this way (measured on the nine real AMI meeting openings, pyannote's phone call, espeak-ng
-voices and four single-speaker recordings; README "Speakers"):
+voices and four single-speaker recordings; docs/benchmarks.md "Speakers and words on real recordings"):
 
 1. **Who is talking, and how many at once**: pyannote's segmentation-3.0 network over sliding 10 s chunks.
    It finds speech that voice activity detection misses inside turns, and it hears overlapped speech, which

@@ -1,5 +1,5 @@
 """The built-in diarizer on real recordings with human who-spoke-when: nine AMI meeting openings, pyannote's
-phone call, and single speakers. Judged on all of them together (README "Speakers" has the per-file table)."""
+phone call, and single speakers. Judged on all of them together (docs/benchmarks.md has the per-file table)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def ami_results(engine) -> dict[str, tuple[float, int, int]]:  # type: ignore[no
 def test_meetings_mean_der(ami_results: dict[str, tuple[float, int, int]]) -> None:
     # The issue's aim. The previous built-in diarizer scored 0.48 here, worse than calling everyone one speaker (0.43).
     mean = float(np.mean([der for der, _, _ in ami_results.values()]))
-    assert mean <= 0.25, ami_results  # 0.229 on 2026-11-25 (README "Speakers")
+    assert mean <= 0.25, ami_results  # 0.229 on 2026-11-25 (docs/benchmarks.md)
 
 
 def test_meetings_with_several_real_talkers_are_not_one_speaker(ami_results: dict[str, tuple[float, int, int]]) -> None:
