@@ -38,6 +38,16 @@ TIER_WORDS = {
 }
 
 
+def read_machine_in_a_child() -> Machine:
+    """This computer, read by doctor's checks in a process of its own: they import torch and CTranslate2, which
+    the window never imports (their import holds the interpreter's lock for seconds and would freeze it)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as child:
+        return child.submit(read_machine).result()
+
+
 class FirstRunDialog(QDialog):
     """``machine``: readings to use (tests write them); else ``reader`` reads this computer off the main thread.
     ``cache``/``endpoint``: another model folder and hub (tests)."""
@@ -48,7 +58,7 @@ class FirstRunDialog(QDialog):
         self,
         parent: QWidget | None = None,
         machine: Machine | None = None,
-        reader: Callable[[], Machine] = read_machine,
+        reader: Callable[[], Machine] | None = None,
         cache: Path | None = None,
         endpoint: str | None = None,
     ) -> None:
@@ -116,7 +126,9 @@ class FirstRunDialog(QDialog):
         if machine is not None:
             self.show_recommendation(recommend(machine, cache))
         else:
-            run_off_main_thread(reader, self._machine_read, self._machine_unreadable, name="read-machine")
+            run_off_main_thread(
+                reader or read_machine_in_a_child, self._machine_read, self._machine_unreadable, name="read-machine"
+            )
 
     # ------------------------------------------------------------------------------------------- the advice
 

@@ -5,6 +5,9 @@ This machine has no network: a real download fails to connect, which is the offl
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -171,3 +174,26 @@ def test_settings_lists_on_disk_size_and_recommended(qtbot: Any, tmp_path: Path)
     assert details["tiny.en"] == "on disk"
     assert details["turbo"] == "1,620 MB download · recommended"
     assert details["large-v3"] == "3,090 MB download"
+
+
+def test_reading_this_computer_imports_no_torch_into_the_window() -> None:
+    """The window never imports torch or CTranslate2 (their import would freeze it for seconds): the first-run
+    page reads the machine through doctor's checks in a process of its own. A fresh interpreter, so nothing
+    imported by other tests counts."""
+    script = (
+        "import sys, time\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from app.gui.first_run import FirstRunDialog\n"
+        "dialog = FirstRunDialog()\n"
+        "waiting = dialog.machine_label.text()\n"
+        "deadline = time.monotonic() + 240\n"
+        "while dialog.machine_label.text() == waiting and time.monotonic() < deadline:\n"
+        "    app.processEvents(); time.sleep(0.05)\n"
+        "print('read:', dialog.machine_label.text() != waiting)\n"
+        "print('heavy:', sorted(m for m in ('torch', 'ctranslate2') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert "read: True" in done.stdout, done.stdout + done.stderr
+    assert "heavy: []" in done.stdout, done.stdout
