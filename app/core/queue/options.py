@@ -84,8 +84,8 @@ class Choice(Kind):
 @dataclass(frozen=True)
 class Language(Kind):
     def parse(self, text: str) -> str:
-        """A code Whisper knows (``en``, ``de`` …), refused at once otherwise: an unknown code used to reach the
-        job and fail there as a mismatch with what the recording sounds like."""
+        """A code Whisper knows (``en``, ``de`` …), refused at once otherwise: the job would fail later, as a
+        mismatch with what the recording sounds like."""
         from faster_whisper.tokenizer import _LANGUAGE_CODES
 
         code = text.strip().lower()
