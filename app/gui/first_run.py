@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDialog,
@@ -90,10 +90,14 @@ class FirstRunDialog(QDialog):
         self.basis = QLabel("")
         self.basis.setWordWrap(True)
         self.basis.setEnabled(False)  # the fine print: greyed
+        # Their texts are escaped HTML ("computer&#x27;s"): rich text, or Qt may guess plain and show the escapes.
+        for label in (self.machine_label, self.reasons, self.basis):
+            label.setTextFormat(Qt.TextFormat.RichText)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.RichText)
         self.download_button = QPushButton("Download")
         self.download_button.setEnabled(False)
         self.download_button.clicked.connect(self.download_choice)

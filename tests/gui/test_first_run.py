@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.core.config.settings import Settings
 from app.core.engine import models
@@ -197,3 +198,26 @@ def test_reading_this_computer_imports_no_torch_into_the_window() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert "read: True" in done.stdout, done.stdout + done.stderr
     assert "heavy: []" in done.stdout, done.stdout
+
+
+def test_the_page_shows_words_not_html_escapes(qtbot: Any) -> None:
+    dialog = FirstRunDialog(machine=Machine(device="cpu", cpu_cores=2, ram_gb=24.0))
+    qtbot.addWidget(dialog)
+    for label in (dialog.machine_label, dialog.reasons, dialog.basis):
+        assert "&#" not in _shown(label), _shown(label)
+    assert "computer's CPU cores" in _shown(dialog.basis)
+
+
+def _shown(label: Any) -> str:
+    """What a person reads in ``label``: its text as Qt lays it out (rich text rendered, plain text as it is)."""
+    from PySide6.QtGui import QTextDocument
+
+    document = QTextDocument()
+    rich = label.textFormat() == Qt.TextFormat.RichText or (
+        label.textFormat() == Qt.TextFormat.AutoText and Qt.mightBeRichText(label.text())
+    )
+    if rich:
+        document.setHtml(label.text())
+    else:
+        document.setPlainText(label.text())
+    return document.toPlainText()
