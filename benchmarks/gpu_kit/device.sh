@@ -106,6 +106,9 @@ run_proof() {
     # The loader reads LD_LIBRARY_PATH when the process starts: CTranslate2's dlopen finds cuBLAS 12 there.
     export LD_LIBRARY_PATH="$KIT/cublas12${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PYTHONPATH="$KIT/site${PYTHONPATH:+:$PYTHONPATH}"
+    # SCRIBA_GPU_TREE=1: Scriba from the working tree that came with the call, before the kit's wheel, so a fix
+    # is proven without packing and sending the kit again.
+    if [ "${SCRIBA_GPU_TREE:-}" = 1 ]; then export PYTHONPATH="$ROOT:$PYTHONPATH"; fi
     export PYTHONUNBUFFERED=1 PYANNOTE_METRICS_ENABLED=0 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
     # Scriba's own folders (platformdirs), apart from anything else on the machine.
     export XDG_DATA_HOME="$KIT/xdg/data" XDG_CACHE_HOME="$KIT/xdg/cache" XDG_CONFIG_HOME="$KIT/xdg/config"

@@ -141,3 +141,9 @@ def is_out_of_memory(error: BaseException) -> bool:
     """Whether a CTranslate2/CUDA error means the GPU ran out of memory (worth a retry with less)."""
     text = str(error).lower()
     return "out of memory" in text or "alloc_failed" in text or "cudaerrormemoryallocation" in text
+
+
+def is_cuda_error(error: BaseException) -> bool:
+    """Whether a CTranslate2 error came from the CUDA runtime (``cudaError…``, "CUDA failed with error …")."""
+    text = str(error)
+    return "cudaError" in text or "CUDA failed with error" in text or "CUBLAS_STATUS_" in text

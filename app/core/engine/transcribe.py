@@ -22,6 +22,7 @@ from app.core.engine.gpu_plan import (
     choose_model,
     fit_warning,
     gpu_memory,
+    is_cuda_error,
     is_out_of_memory,
 )
 from app.core.engine.level import speech_gain
@@ -458,13 +459,17 @@ class Transcriber:
         cancel: CancelToken | None,
     ) -> tuple[tuple[Segment, ...], Any, int]:
         """Decode one piece, halving the batch on out-of-memory; returns the batch size that finished it."""
+        out_of_memory_seen = False
         while True:
             try:
                 segments, info = self._decode(audio, batch_size, kwargs, progress, cancel)
                 return segments, info, batch_size
             except RuntimeError as error:
-                if not is_out_of_memory(error):
+                # Once a batch has run out of memory, CTranslate2 can report the next one's shortage as another
+                # CUDA error (an H200 under held memory: "parallel_for failed: cudaErrorInvalidDevice").
+                if not (is_out_of_memory(error) or (out_of_memory_seen and is_cuda_error(error))):
                     raise
+                out_of_memory_seen = True
                 if batch_size <= 1:
                     raise DeviceError(
                         f"{self.model_ref.name} ran out of GPU memory even "
@@ -474,7 +479,8 @@ class Transcriber:
                 # Halve and start the piece again: a batch that does not fit now will not fit later in the
                 # same file, and decoding is deterministic, so the redone part gives the same text.
                 smaller = batch_size // 2
-                self.fallbacks.append(f"batch size {batch_size}: out of GPU memory, retried with {smaller}")
+                shortage = "out of GPU memory" if is_out_of_memory(error) else f"out of GPU memory ({error})"
+                self.fallbacks.append(f"batch size {batch_size}: {shortage}, retried with {smaller}")
                 log.warning("out of GPU memory at batch size %d (%s); retrying with %d", batch_size, error, smaller)
                 batch_size = smaller
 

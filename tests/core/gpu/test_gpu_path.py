@@ -18,7 +18,14 @@ import pytest
 
 from app.core.engine import transcribe as transcribe_module
 from app.core.engine.audio import decode_audio
-from app.core.engine.gpu_plan import GpuMemory, choose_batch_size, choose_model, fit_warning, is_out_of_memory
+from app.core.engine.gpu_plan import (
+    GpuMemory,
+    choose_batch_size,
+    choose_model,
+    fit_warning,
+    is_cuda_error,
+    is_out_of_memory,
+)
 from app.core.engine.models import CATALOG
 from app.core.engine.transcribe import Transcriber, TranscriptionOptions, select_device
 from app.core.errors import DeviceError
@@ -326,3 +333,81 @@ def test_batch_size_from_free_memory(model: str, device: str, free_mb: float | N
     batch_size, reason = choose_batch_size(model, device, free_mb)
     assert batch_size == expected
     assert reason
+
+
+class _OtherErrorAfterOom:
+    """faster-whisper's batched pipeline as an H200 showed it under held memory: batch 16 runs out of memory,
+    then batch 8 fails with another CUDA error; ``fits`` and below decode (records each try)."""
+
+    def __init__(self, tries: list[int], fits: int, second: str) -> None:
+        self.tries = tries
+        self.fits = fits
+        self.second = second
+
+    def __call__(self, model: Any) -> Any:
+        from faster_whisper import BatchedInferencePipeline
+
+        real = BatchedInferencePipeline(model=model)
+        tries, fits, second = self.tries, self.fits, self.second
+
+        class Pipeline:
+            def transcribe(self, audio: Any, batch_size: int, **kwargs: Any) -> tuple[Iterator[Any], Any]:
+                tries.append(batch_size)
+                segments, info = real.transcribe(audio, batch_size=batch_size, **kwargs)
+                if batch_size <= fits:
+                    return segments, info
+                message = CUDA_OOM if len(tries) == 1 else second
+
+                def failing() -> Iterator[Any]:
+                    raise RuntimeError(message)
+                    yield
+
+                return failing(), info
+
+        return Pipeline()
+
+
+INVALID_DEVICE = "parallel_for failed: cudaErrorInvalidDevice: invalid device ordinal"
+
+
+def test_a_cuda_error_after_out_of_memory_halves_the_batch_again(
+    pretend_gpu: list[tuple[str, str]], sample_dir: Path
+) -> None:
+    tries: list[int] = []
+    transcriber = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", language="en", compute_type="int8", batch_size=16),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=_OtherErrorAfterOom(tries, 4, INVALID_DEVICE),
+        memory_probe=_gpu_memory(6000),
+    )
+    result = transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert tries == [16, 8, 4]
+    assert transcriber.fallbacks == [
+        "batch size 16: out of GPU memory, retried with 8",
+        f"batch size 8: out of GPU memory ({INVALID_DEVICE}), retried with 4",
+    ]
+    assert result.batch_size == 4 and "yankee" in " ".join(s.text for s in result.segments).lower()
+
+
+def test_a_cuda_error_without_out_of_memory_before_it_fails_the_job(
+    pretend_gpu: list[tuple[str, str]], sample_dir: Path
+) -> None:
+    tries: list[int] = []
+    pipelines = _OtherErrorAfterOom(tries, 4, INVALID_DEVICE)
+    pipelines.tries.append(0)  # the first try is counted as done: batch 16 fails with the other error at once
+    transcriber = Transcriber(
+        TranscriptionOptions(model="tiny.en", device="cuda", language="en", compute_type="int8", batch_size=16),
+        model_factory=_cpu_backed_factory(pretend_gpu),
+        batched_factory=pipelines,
+        memory_probe=_gpu_memory(6000),
+    )
+    with pytest.raises(RuntimeError, match="cudaErrorInvalidDevice"):
+        transcriber.transcribe(decode_audio(sample_dir / "sample.wav"))
+    assert tries == [0, 16] and transcriber.fallbacks == []
+
+
+def test_which_errors_come_from_cuda() -> None:
+    assert is_cuda_error(RuntimeError("parallel_for failed: cudaErrorInvalidDevice: invalid device ordinal"))
+    assert is_cuda_error(RuntimeError("CUDA failed with error an illegal memory access was encountered"))
+    assert is_cuda_error(RuntimeError("cuBLAS failed with status CUBLAS_STATUS_EXECUTION_FAILED"))
+    assert not is_cuda_error(RuntimeError("No such file or directory: model.bin"))

@@ -94,7 +94,8 @@ class Segmentation:
             weights = model_file(SEGMENTATION_WEIGHTS)
             runner = onnx_runner(self._model, example, check, "segmentation", weights, {0: "chunks"})
             self._model = runner or self._model
-        self._powerset = Powerset(3, 2)  # three local speakers, at most two at once
+        # Three local speakers, at most two at once; its mapping is a tensor, so it lives where the network runs.
+        self._powerset = Powerset(3, 2).to(device)
 
     def local_activity(
         self, samples: np.ndarray, cancel: Any = None, progress: Callable[[float], None] | None = None

@@ -199,3 +199,17 @@ def test_onnx_runtime_keeps_no_batch_memory_after_the_work(samples: np.ndarray) 
     del longer
     release_freed_memory()
     assert resident_mb() - before < 150, f"{resident_mb() - before:.0f} MB kept"
+
+
+def test_every_tensor_of_the_segmentation_lives_on_its_device() -> None:
+    """On a GPU the network's output meets the powerset's mapping in one product; a mapping left on the CPU
+    failed there ("mat2 is on cpu", on an H200). The meta device stands in for a GPU: it computes shapes only."""
+    import torch
+
+    segmentation = bundled.Segmentation(device="meta")
+    model = segmentation._model
+    tensors = [*model.parameters(), *model.buffers(), *segmentation._powerset.buffers()]
+    assert {tensor.device.type for tensor in tensors} == {"meta"}
+    chunk = int(bundled.CHUNK_S * 16000)
+    labels = segmentation._powerset.to_multilabel(model(torch.zeros(2, 1, chunk, device="meta")))
+    assert labels.device.type == "meta" and labels.shape[0] == 2 and labels.shape[-1] == 3
