@@ -45,34 +45,34 @@ from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
 from app.core.transcript.document import Transcript
 from app.core.transcript.save import SavedTranscript
 from app.gui.about import about_text
-from app.gui.bridge import WorkerBridge
 from app.gui.desktop_notice import DesktopNotifier
-from app.gui.dictation_panel import DictationPanel
-from app.gui.drop_zone import DropZone
+from app.gui.dictation.panel import DictationPanel
 from app.gui.error_dialog import show_error
-from app.gui.export_refresh import ExportRefresher
-from app.gui.first_run import FirstRunDialog
 from app.gui.gpu_panel import GpuPanel
-from app.gui.job_safety import ask_to_remove, ask_to_retry
-from app.gui.language_offer import LanguageOffer, offer_multilingual
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
-from app.gui.model_offer import DownloadFailedNotice, MissingModelOffer, offer_missing_model
-from app.gui.models_dialog import ModelsDialog
-from app.gui.offload_dialog import OffloadDialog
-from app.gui.orphan_sweep import OrphanSweep
-from app.gui.queue_model import COLUMNS, ProgressDelegate, QueueModel
-from app.gui.speakers_dialog import SpeakersDialog, remember_speaker
+from app.gui.offload.dialog import OffloadDialog
+from app.gui.offload.orphan_sweep import OrphanSweep
+from app.gui.queue.bridge import WorkerBridge
+from app.gui.queue.drop_zone import DropZone
+from app.gui.queue.model import COLUMNS, ProgressDelegate, QueueModel
+from app.gui.queue.safety import ask_to_remove, ask_to_retry
+from app.gui.queue.time_range import TimeRangeDialog
+from app.gui.queue.trash_dialog import TrashDialog
+from app.gui.queue.watch_folder import FolderWatcher
+from app.gui.settings.first_run import FirstRunDialog
+from app.gui.settings.language_offer import LanguageOffer, offer_multilingual
+from app.gui.settings.model_offer import DownloadFailedNotice, MissingModelOffer, offer_missing_model
+from app.gui.settings.models_dialog import ModelsDialog
+from app.gui.speakers.dialog import SpeakersDialog, remember_speaker
 from app.gui.theme import apply_theme
-from app.gui.time_range import TimeRangeDialog
-from app.gui.transcript_view import TranscriptView
-from app.gui.trash_dialog import TrashDialog
-from app.gui.watch_folder import FolderWatcher
+from app.gui.transcript.export_refresh import ExportRefresher
+from app.gui.transcript.view import TranscriptView
 from app.gui.window_menus import build_menus
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
 
 if TYPE_CHECKING:
-    from app.gui.settings_dialog import SettingsDialog
+    from app.gui.settings.dialog import SettingsDialog
 
 log = logging.getLogger(__name__)
 
@@ -779,7 +779,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------------------------------- settings
 
     def open_settings(self) -> None:
-        from app.gui.settings_dialog import SettingsDialog
+        from app.gui.settings.dialog import SettingsDialog
 
         dialog = SettingsDialog(self.settings, self._token_stored(), self)
         if self.first_run_dialog is not None and self.first_run_dialog.recommendation is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from app.core.dictation.sources import AudioSource, FileSource
 from app.core.dictation.stream import DictationOptions
-from app.gui.dictation_panel import DictationPanel, InputDevice, PanelState
+from app.gui.dictation.panel import DictationPanel, InputDevice, PanelState
 from tests import metrics
 from tests.real_speech import real_speech_dir
 from tests.xserver import focus_of, focused_xterm, press_keys, wait_for_text, xvfb

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.core.dictation.stream import DictationOptions
-from app.gui.dictation_panel import DictationPanel, PanelState
+from app.gui.dictation.panel import DictationPanel, PanelState
 from tests import metrics, synth
 from tests.pulse import missing_tools, play, pulse_loopback
 

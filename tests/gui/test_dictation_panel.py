@@ -20,8 +20,8 @@ from app.core.dictation.sources import ArraySource, AudioSource, MicrophoneSourc
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import SAMPLE_RATE
 from app.core.queue.jobs import JobState
-from app.gui import dictation_panel
-from app.gui.dictation_panel import DictationPanel, InputDevice, PanelState
+from app.gui.dictation import panel as dictation_panel
+from app.gui.dictation.panel import DictationPanel, InputDevice, PanelState
 from tests import synth
 
 WAIT = 60_000  # ms; a decode on a loaded 2-core machine can take seconds

@@ -19,8 +19,8 @@ from app.core.config.settings import Settings
 from app.core.engine import models
 from app.core.engine.recommend import Machine
 from app.core.queue.jobs import JobState
-from app.gui.first_run import FirstRunDialog
-from app.gui.settings_dialog import SettingsDialog
+from app.gui.settings.dialog import SettingsDialog
+from app.gui.settings.first_run import FirstRunDialog
 from tests.gui.test_queue_safety import answer_next_question
 from tests.gui.test_window import LONG_WAIT
 
@@ -164,7 +164,7 @@ def test_a_newcomer_reaches_a_first_transcript_in_three_actions(
 
 
 def test_settings_lists_on_disk_size_and_recommended(qtbot: Any, tmp_path: Path) -> None:
-    from app.gui.models_dialog import DETAIL_ROLE
+    from app.gui.settings.models_dialog import DETAIL_ROLE
 
     dialog = SettingsDialog(Settings(), token_stored=False, models_cache=tmp_path)
     qtbot.addWidget(dialog)
@@ -185,7 +185,7 @@ def test_reading_this_computer_imports_no_torch_into_the_window() -> None:
         "import sys, time\n"
         "from PySide6.QtWidgets import QApplication\n"
         "app = QApplication([])\n"
-        "from app.gui.first_run import FirstRunDialog\n"
+        "from app.gui.settings.first_run import FirstRunDialog\n"
         "dialog = FirstRunDialog()\n"
         "waiting = dialog.machine_label.text()\n"
         "deadline = time.monotonic() + 240\n"

@@ -14,7 +14,7 @@ import pytest
 
 from app.core.config.settings import Settings
 from app.core.secrets import HF_TOKEN_KEY, get_secret, keyring_problem
-from app.gui.settings_dialog import SettingsDialog
+from app.gui.settings.dialog import SettingsDialog
 from tests.gui.test_queue_safety import answer_next_question
 
 

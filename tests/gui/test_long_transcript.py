@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app.core.files import write_atomic
 from app.core.queue.jobs import JobOptions
 from app.core.transcript.document import Segment, Transcript, Word
-from app.gui.transcript_editor import TranscriptEditor
+from app.gui.transcript.editor import TranscriptEditor
 
 SPEAKERS = ("SPEAKER_00", "SPEAKER_01", "SPEAKER_02")
 PARAGRAPHS = 60

@@ -16,8 +16,8 @@ import pytest
 
 from app.core.config.settings import Settings
 from app.core.engine import models
-from app.gui.models_dialog import COLUMNS, ModelsDialog
-from app.gui.settings_dialog import SettingsDialog
+from app.gui.settings.dialog import SettingsDialog
+from app.gui.settings.models_dialog import COLUMNS, ModelsDialog
 from tests.gui.test_queue_safety import answer_next_question
 from tests.hub_standin import HubState, serve_hub
 

@@ -29,7 +29,7 @@ from app.cloud.providers import LambdaCloud
 from app.cloud.types import Offer
 from app.core.config.settings import SettingsStore
 from app.core.queue.jobs import JobOptions, JobState
-from app.gui.offload_dialog import (
+from app.gui.offload.dialog import (
     COST_COLUMN,
     LAUNCH_COLUMN,
     MARK_COLUMN,

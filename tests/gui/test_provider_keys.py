@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cloud.providers import PROVIDER_CLASSES, api_key
-from app.gui.offload_dialog import OffloadDialog
-from app.gui.provider_keys import ProviderKeysDialog
+from app.gui.offload.dialog import OffloadDialog
+from app.gui.offload.provider_keys import ProviderKeysDialog
 
 
 def test_a_key_typed_in_the_offload_dialog_is_what_a_rental_uses(

@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.core.queue.worker import JobEvent
-from app.gui.queue_model import PROGRESS_COLUMN
+from app.gui.queue.model import PROGRESS_COLUMN
 
 STATE_COLUMN = 2
 

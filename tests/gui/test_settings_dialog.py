@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.config.settings import JobDefaults, Settings
 from app.core.queue.options import OPTIONS
-from app.gui.settings_dialog import SettingsDialog
+from app.gui.settings.dialog import SettingsDialog
 
 
 def _pick(box: Any, value: str) -> None:

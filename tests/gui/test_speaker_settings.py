@@ -9,7 +9,7 @@ import pytest
 
 from app.core.config.settings import Settings
 from app.core.engine.diarize.pyannote_models import PYANNOTE_REPO, TERMS_URL, find_pipeline
-from app.gui.settings_dialog import SettingsDialog
+from app.gui.settings.dialog import SettingsDialog
 from tests.hub_standin import HubState, serve_hub
 
 # Only the layout matters here: the check and download never load the models.
@@ -84,7 +84,7 @@ def test_about_names_the_models_and_their_licences() -> None:
 
 def test_the_transcript_says_which_diarizer_ran_and_why(qtbot: Any) -> None:
     from app.core.transcript.document import DiarizationInfo, Transcript
-    from app.gui.transcript_view import TranscriptView
+    from app.gui.transcript.view import TranscriptView
 
     view = TranscriptView()
     qtbot.addWidget(view)

@@ -10,7 +10,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.core.queue.jobs import Job, JobOptions, JobState
-from app.gui.queue_model import state_colour
+from app.gui.queue.model import state_colour
 from app.gui.theme import apply_theme
 
 

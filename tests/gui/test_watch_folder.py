@@ -11,8 +11,8 @@ from typing import Any
 import soundfile
 
 from app.core.queue.jobs import JobOptions, JobState, JobStore
-from app.gui.settings_dialog import SettingsDialog
-from app.gui.watch_folder import FolderWatcher
+from app.gui.queue.watch_folder import FolderWatcher
+from app.gui.settings.dialog import SettingsDialog
 from tests.slow_writer import SlowWriter, split_wav
 
 
@@ -79,7 +79,7 @@ def test_a_stalled_folder_never_blocks_the_window_and_looks_do_not_pile_up(qtbot
     import threading
 
     from app.core.queue.jobs import JobOptions, JobStore
-    from app.gui.watch_folder import FolderWatcher
+    from app.gui.queue.watch_folder import FolderWatcher
 
     inbox = tmp_path / "inbox"
     inbox.mkdir()

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.core.config.settings import Settings, SettingsStore
 from app.core.queue.jobs import JobState
-from app.gui.queue_model import PROGRESS_COLUMN
+from app.gui.queue.model import PROGRESS_COLUMN
 
 LONG_WAIT = 240_000  # ms; a loaded 2-core CI machine runs tiny.en at several x real time
 
@@ -220,7 +220,7 @@ def test_search_and_click_to_play_highlights_the_paragraph(open_window, qtbot, s
 
 
 def test_settings_round_trip_with_the_token_in_the_keyring(open_window, qtbot, _test_keyring, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.settings_dialog import SettingsDialog
+    from app.gui.settings.dialog import SettingsDialog
 
     window = open_window(start_worker=False)
     dialog = SettingsDialog(window.settings, token_stored=False, parent=window)
@@ -371,7 +371,7 @@ def test_a_partly_decoded_file_shows_as_partial_in_its_row(
     open_window, qtbot, sample_dir: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     """Issue 18: a file damaged part-way ended "done" with no warning anywhere; the row now says partial."""
-    from app.gui.queue_model import PARTIAL_COLOUR
+    from app.gui.queue.model import PARTIAL_COLOUR
     from tests.damaged_media import truncated_flac
 
     damaged = truncated_flac(sample_dir / "sample.wav", tmp_path / "interview.flac")

@@ -3,7 +3,7 @@
 Each :class:`Option` in :data:`OPTIONS` names a field of :class:`JobOptions` with its default, its kind of value
 (how a command-line word and a stored JSON value are read), its help text and the faces that show it. The CLI's
 flags (app/cli/common.py), the settings file's job part (app/core/config/settings.py), the Settings form
-(app/gui/settings_dialog.py) and the queue's JSON are made from this list; :class:`JobOptions` and
+(app/gui/settings/dialog.py) and the queue's JSON are made from this list; :class:`JobOptions` and
 ``JobDefaults`` repeat the fields for the type checker, and tests/core/test_job_options.py holds them equal to it.
 
 Adding an option: an :class:`Option` here, its field in :class:`JobOptions` (and ``JobDefaults`` unless it is

@@ -38,8 +38,8 @@ from app.core.transcript.edit import (
     split_paragraph,
 )
 from app.core.transcript.times import clock
-from app.gui.speaker_timeline import SpeakerTimeline
-from app.gui.transcript_editor import TranscriptEditor
+from app.gui.transcript.editor import TranscriptEditor
+from app.gui.transcript.speaker_timeline import SpeakerTimeline
 
 if TYPE_CHECKING:  # QtMultimedia itself is imported on first playback (it starts FFmpeg and the audio backend)
     from PySide6.QtMultimedia import QAudioOutput, QMediaPlayer

@@ -76,7 +76,7 @@ from app.cloud.pricing.spread import Spread, spread_over
 from app.core.config.settings import OffloadPreferences
 from app.core.queue.jobs import JobOptions, JobStore
 from app.gui.main_thread import deliver_on_main_thread
-from app.gui.provider_keys import ProviderKeysDialog
+from app.gui.offload.provider_keys import ProviderKeysDialog
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import OffloadEvent

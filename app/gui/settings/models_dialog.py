@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
 
 from app.core.cancel import CancelToken
 from app.core.engine.models import BUNDLED_MODEL, CATALOG, SPEED_SOURCE, installed_models, relative_speed
-from app.gui.job_safety import ask_first
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
+from app.gui.queue.safety import ask_first
 
 COLUMNS = ("Model", "Languages", "Size", "Speed", "On disk")
 # A model list's item data: "on disk" or its download size, and "recommended" (shown after the name).

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.core.queue.jobs import Job, JobStore
 from app.core.queue.trash import Trash, TrashEntry
-from app.gui.job_safety import ask_first
+from app.gui.queue.safety import ask_first
 
 
 class TrashDialog(QDialog):

@@ -63,8 +63,8 @@ from app.core.dictation.sources import AudioInputError, list_input_devices
 from app.core.dictation.stream import DictationOptions
 from app.core.paths import data_dir
 from app.core.queue.jobs import JobStore
-from app.gui.dictation_model import DictationModelPicker
-from app.gui.listening_indicator import ListeningIndicator
+from app.gui.dictation.listening_indicator import ListeningIndicator
+from app.gui.dictation.model_picker import DictationModelPicker
 from app.gui.main_thread import deliver_on_main_thread
 from app.gui.theme import mix_colours
 

@@ -4,7 +4,7 @@ the choice (progress, cancel) and one that starts at once with the built-in mode
 without that click; offline, it says so and the built-in model keeps working.
 
 The reasoning is app.core.engine.recommend's (the same as ``scriba models recommend``); the download is
-:class:`app.gui.models_dialog.ModelDownload`'s."""
+:class:`app.gui.settings.models_dialog.ModelDownload`'s."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from app.core.engine.models import BUNDLED_MODEL, CATALOG
 from app.core.engine.recommend import TIERS, Machine, Recommendation, read_machine, recommend
 from app.gui.main_thread import run_off_main_thread
-from app.gui.models_dialog import ModelDownload
+from app.gui.settings.models_dialog import ModelDownload
 
 TIER_WORDS = {
     "fast": "Fast",

@@ -32,9 +32,9 @@ from app.core.config.settings import Settings
 from app.core.engine.models import CATALOG, installed_models
 from app.core.queue.options import OPTIONS, Choice, Flag, Formats, Option, SpeakerCount
 from app.core.transcript.formats import FORMATS
-from app.gui.job_safety import ask_first
-from app.gui.models_dialog import ModelsDialog, describe_models
-from app.gui.speaker_section import SpeakerDetectionSection
+from app.gui.queue.safety import ask_first
+from app.gui.settings.models_dialog import ModelsDialog, describe_models
+from app.gui.settings.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
 # The most speakers the form offers where the declaration sets no upper limit.

@@ -1,0 +1,1 @@
+"""The dictation panel, its model picker and the floating listening badge."""

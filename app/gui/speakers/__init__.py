@@ -1,0 +1,1 @@
+"""Known speakers: the voiceprint library dialog and remembering a speaker from a transcript."""
