@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.transcript.document import Segment, Transcript, Word
-from app.core.transcript.times import clock, timestamp
+from app.core.transcript.times import clock, timestamp, timestamp_seconds
 
 FORMATS = ("txt", "srt", "vtt", "json", "md", "csv", "tsv", "html", "docx", "qda")
 # What a job writes unless told otherwise: the four formats every player and script reads.
@@ -62,7 +62,7 @@ def _paragraph(speaker: str | None, start: float, texts: list[str]) -> str:
     body = " ".join(texts)
     if speaker is None:
         return body
-    return f"[{timestamp(start, '.')[:-4]}] {speaker}:\n{body}"
+    return f"[{timestamp_seconds(start)}] {speaker}:\n{body}"
 
 
 def _cues(transcript: Transcript) -> list[Segment]:
@@ -143,7 +143,7 @@ def to_md(transcript: Transcript) -> str:
     lines += [f"> **Warning:** {_md_escape(warning)}\n" for warning in transcript.warnings]
     for speaker, start, _end, text in paragraphs(transcript):
         who = f" **{_md_escape(speaker)}:**" if speaker else ""
-        lines += [f"`{timestamp(start, '.')[:-4]}`{who} {_md_escape(text)}", ""]
+        lines += [f"`{timestamp_seconds(start)}`{who} {_md_escape(text)}", ""]
     return "\n".join(lines)
 
 
@@ -198,7 +198,7 @@ def to_html(transcript: Transcript) -> str:
     for speaker, start, _end, text in paragraphs(transcript):
         colour = colours[order.get(speaker, 0) % len(colours)]
         who = f'<span class="speaker" style="color:{colour}">{escape(speaker)}</span> ' if speaker else ""
-        time = f'<span class="time" data-start="{start:.2f}">{timestamp(start, ".")[:-4]}</span>'
+        time = f'<span class="time" data-start="{start:.2f}">{timestamp_seconds(start)}</span>'
         body.append(f"<p>{time} {who}{escape(text)}</p>")
     style = (
         "body{font:16px/1.6 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em}"
@@ -229,7 +229,7 @@ def to_docx(transcript: Transcript) -> bytes:
         document.add_paragraph(f"Warning: {warning}").runs[0].bold = True
     for speaker, start, _end, text in paragraphs(transcript):
         paragraph = document.add_paragraph()
-        time_run = paragraph.add_run(f"{timestamp(start, '.')[:-4]}  ")
+        time_run = paragraph.add_run(f"{timestamp_seconds(start)}  ")
         time_run.font.size = Pt(9)
         time_run.font.color.rgb = RGBColor(0x77, 0x77, 0x77)
         if speaker:
@@ -247,7 +247,7 @@ def to_qda(transcript: Transcript) -> str:
     blocks = []
     for speaker, start, _end, text in paragraphs(transcript):
         who = f"{speaker}: " if speaker else ""
-        blocks.append(f"[{timestamp(start, '.')[:-4]}] {who}{' '.join(text.split())}")
+        blocks.append(f"[{timestamp_seconds(start)}] {who}{' '.join(text.split())}")
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 

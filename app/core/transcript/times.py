@@ -4,6 +4,14 @@ length in a recording, a duration in words (13 min 26 s) for an estimate, and a 
 from __future__ import annotations
 
 
+def whole_seconds(seconds: float) -> int:
+    """The one rounding of a time to the second, for every place that shows one (the window, the exports, the
+    queue): to the millisecond, as subtitles write it, then down. So 59.5 s and 59.9 s are 0:59 everywhere (a
+    paragraph is shown at or before the moment it starts), and 59.9996 s, which a subtitle writes as 00:01:00.000,
+    is 1:00 everywhere too."""
+    return max(0, round(seconds * 1000)) // 1000
+
+
 def timestamp(seconds: float, separator: str) -> str:
     """HH:MM:SS<sep>mmm, hours unbounded (a 100-hour recording stays readable)."""
     millis = max(0, round(seconds * 1000))
@@ -13,9 +21,16 @@ def timestamp(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
+def timestamp_seconds(seconds: float) -> str:
+    """HH:MM:SS, the exports' paragraph time: ``timestamp`` without its milliseconds."""
+    minutes, secs = divmod(whole_seconds(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
 def clock(seconds: float) -> str:
-    """A duration for people: 4:05, 1:02:03."""
-    minutes, secs = divmod(round(seconds), 60)
+    """A place or a length for people: 4:05, 1:02:03."""
+    minutes, secs = divmod(whole_seconds(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
 
@@ -39,8 +54,7 @@ def parse_time(text: str) -> float:
 
 def format_duration(seconds: float) -> str:
     """A duration in words, for an estimate or a run: 42 s, 13 min 26 s, 1 h 02 min."""
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
+    hours, rest = divmod(whole_seconds(seconds), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours} h {minutes:02d} min"
