@@ -442,3 +442,38 @@ def test_a_hotkey_listener_whose_x_server_ends_stops_cleanly(monkeypatch: pytest
     assert not thread.is_alive()
     listener.stop()
     assert uncaught == []
+
+
+def test_take_back_erases_typed_text_in_the_target_program(x_display: str, tmp_path: Path) -> None:
+    """ "Scratch that": the characters of the last final are erased in the other program by BackSpace presses
+    (the terminal's own line editing drops them), and never more than the output typed: text the person typed
+    there before stays."""
+    from app.core.desktop.output import DesktopTextOutput
+
+    received = tmp_path / "received.txt"
+    with focused_xterm(x_display, received, line_mode=True):
+        press_keys(x_display, "m", "i", "n", "e")  # the person's own text, before dictation
+        with DesktopTextOutput("type", _environment(x_display)) as output:
+            output.send("Keep this.")
+            output.send("Scratch this one.")
+            output.take_back(len(" Scratch this one."))
+            output.edit(0, " And this, Zoë.")
+            output.take_back(1000)  # more than was typed: stops at what Scriba typed
+            output.edit(0, "Again")
+            output.edit(3, "ain!\n")
+        typed = wait_for_text(received, lambda text: text.endswith("\n"))
+    assert typed == "mineAgain!\n"
+
+
+def test_take_back_in_copy_mode_shortens_the_clipboard(x_display: str) -> None:
+    from app.core.desktop.output import DesktopTextOutput
+
+    env = _environment(x_display)
+    with DesktopTextOutput("copy", env) as output:
+        output.send("First sentence.")
+        output.send("A mistake.")
+        output.take_back(len(" A mistake."))
+        output.edit(1, ", then more")  # the full stop goes: the sentence goes on
+        output.edit(len("more"), "less.")
+        assert output.mode == "copy"
+    assert _clipboard_once_settled(env, "First sentence, then less.") == "First sentence, then less."

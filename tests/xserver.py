@@ -64,19 +64,25 @@ def find_window(display: Any, title: str) -> Any:
 
 
 @contextmanager
-def focused_xterm(display_name: str, received: Path, title: str = "scriba-typing-target") -> Iterator[Any]:
+def focused_xterm(
+    display_name: str, received: Path, title: str = "scriba-typing-target", *, line_mode: bool = False
+) -> Iterator[Any]:
     """An xterm running ``cat > received``, with the keyboard focus; yields its window.
 
     The terminal is put out of line mode (``stty -icanon``) so every typed character reaches the file at once,
-    without an Enter that the test would have to add itself.
+    without an Enter that the test would have to add itself. ``line_mode``: the terminal's own line editing
+    stays on (BackSpace erases, a line reaches the file at Return), with the erase character set to what the
+    xterm's BackSpace key sends, as a shell's prompt would take it.
     """
     from Xlib import X, display
 
     xterm = shutil.which("xterm")
     # Not a skip: `make test` installs xterm, and without it typing would go untested.
     assert xterm, "xterm is missing: run `make test` (it installs the Debian packages the tests need)"
+    # Line mode's erase character is DEL (^?), what xterm's BackSpace key sends on a Linux pty.
+    setup = "icanon erase '^?'" if line_mode else "-icanon min 1"
     terminal = subprocess.Popen(
-        [xterm, "-u8", "-T", title, "-e", "sh", "-c", f"stty -icanon min 1; exec cat > '{received}'"],
+        [xterm, "-u8", "-T", title, "-e", "sh", "-c", f"stty {setup}; exec cat > '{received}'"],
         env={**os.environ, "DISPLAY": display_name, "LC_ALL": "C.UTF-8"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -1,9 +1,12 @@
 """Dictation's final text delivered to the desktop: typed at the focused program's cursor, or put on the
 clipboard ("copy instead of type").
 
-Only finals come here: a partial changes while the person speaks, and typed keys cannot be taken back. Each
-final is sent once, in order, with one space between consecutive finals. The keys are pressed on a thread of
-this object's own, so a slow target program never holds up the decoder that produces the finals.
+Only finals come here: a partial changes while the person speaks, many times a second, and typing it would mean
+taking it back as often. Each final is sent once, in order, with one space between consecutive finals
+(:meth:`DesktopTextOutput.send`); a dictation command's edit takes back characters this output delivered and
+types its text exactly as given (:meth:`~DesktopTextOutput.edit`: BackSpace presses, or the clipboard's text
+shortened). The keys are pressed on a thread of this object's own, so a slow target program never holds up
+the decoder that produces the finals.
 """
 
 from __future__ import annotations
@@ -73,8 +76,7 @@ class DesktopTextOutput:
         else:
             copy_command(self.system, self._env)  # no tool: say so now, not at the first final
         self.mode: OutputMode = mode
-        self._sent_any = False
-        self._copied = ""
+        self._delivered = ""  # typed or on the clipboard: what an edit may take back
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._released = threading.Event()
         self._released.set()
@@ -82,9 +84,29 @@ class DesktopTextOutput:
         self._thread.start()
 
     def send(self, final_text: str) -> None:
+        """Deliver a final, after a space when something was delivered before it."""
         text = final_text.strip()
         if text:
-            self._queue.put(text)
+            self._queue.put((0, text, True))
+
+    def edit(self, erase: int, text: str) -> None:
+        """Take back the last ``erase`` characters this output delivered, then deliver ``text`` exactly as given
+        (its spaces and new lines included, no separator added). Never more than this output delivered is
+        taken back: text that was there before Scriba typed stays."""
+        if erase < 0:
+            raise ValueError("erase must not be negative")
+        if erase or text:
+            self._queue.put((erase, text, False))
+
+    def take_back(self, count: int) -> None:
+        """Take back the last ``count`` characters this output delivered (BackSpace presses when typing, the
+        clipboard's text shortened in copy mode)."""
+        self.edit(count, "")
+
+    @property
+    def delivered(self) -> str:
+        """Everything this output has typed or copied so far, after its edits (read on any thread: a snapshot)."""
+        return self._delivered
 
     def hold(self) -> None:
         self._released.clear()
@@ -111,10 +133,11 @@ class DesktopTextOutput:
                 item = self._queue.get()
                 if item is _END:
                     return
-                assert isinstance(item, str)
+                assert isinstance(item, tuple)
+                erase, text, separate = item
                 self._released.wait()
                 try:
-                    self._deliver(item)
+                    self._deliver(erase, text, separate)
                 except Exception as error:  # one failed final must not end the session's output
                     log.exception("desktop output failed")
                     if self._on_error is not None:
@@ -126,8 +149,10 @@ class DesktopTextOutput:
                 except Exception:  # the X server went away: nothing is left to give the key codes back to
                     log.exception("closing the X connection failed")
 
-    def _deliver(self, text: str) -> None:
-        separated = f" {text}" if self._sent_any else text
+    def _deliver(self, erase: int, text: str, separate: bool) -> None:
+        erase = min(erase, len(self._delivered))
+        if separate and self._delivered:
+            text = f" {text}"
         if self._typer is not None:
             if self._typer.focused_window_pid() == os.getpid():
                 # Scriba's own window has the focus (Start was just clicked): keys typed there would land in its
@@ -135,8 +160,8 @@ class DesktopTextOutput:
                 if self._on_error is not None:
                     self._on_error("not typed: Scriba's own window has the focus")
                 return
-            self._typer.type_text(separated)
+            self._typer.erase(erase)
+            self._typer.type_text(text)
         else:
-            self._copied += separated
-            copy_text(self._copied, self.system, self._env)
-        self._sent_any = True
+            copy_text(self._delivered[: len(self._delivered) - erase] + text, self.system, self._env)
+        self._delivered = self._delivered[: len(self._delivered) - erase] + text

@@ -126,6 +126,13 @@ class XTestTyper:
                 xtest.fake_input(self._display, X.KeyPress, code)
             self._display.sync()
 
+    def erase(self, count: int) -> None:
+        """Press BackSpace ``count`` times at the keyboard focus: takes back the last characters typed there (a
+        dictation command's "scratch that"). Held modifiers are set aside as for text: Ctrl+BackSpace would
+        delete whole words."""
+        if count > 0:
+            self.type_text("\b" * count)
+
     def _tap(self, code: int) -> None:
         from Xlib import X
         from Xlib.ext import xtest
