@@ -203,7 +203,7 @@ def test_models_list_and_offline_download() -> None:
     listing = scriba("models", "list")
     assert listing.returncode == 0
     line = next(line for line in listing.stdout.splitlines() if line.startswith("tiny.en"))
-    assert "bundled" in line and "(default)" in line
+    assert "built in" in line and "(default)" in line
     assert "large-v3" in listing.stdout
     # The hub's address, as the hub client reads it, is a port nothing listens on: a machine offline.
     download = scriba("models", "download", "small", env={"HF_ENDPOINT": "http://127.0.0.1:9"})
@@ -211,7 +211,7 @@ def test_models_list_and_offline_download() -> None:
     removal = scriba("models", "remove", "tiny.en")
     assert removal.returncode == 1 and "tiny.en is bundled with Scriba and cannot be removed" in removal.stderr
     still = next(line for line in scriba("models", "list").stdout.splitlines() if line.startswith("tiny.en"))
-    assert "bundled" in still
+    assert "built in" in still
 
 
 def test_token_status_without_a_token() -> None:

@@ -27,7 +27,13 @@ from app.core.errors import ExitCode
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scriba", description="Transcribe and diarize audio and video, locally.")
+    parser = argparse.ArgumentParser(
+        prog="scriba",
+        usage="%(prog)s [-h] [--version] [-v] [--data-dir DATA_DIR] [COMMAND … | FILE …]",
+        description="Transcribe and diarize audio and video, locally. "
+        "Plain `scriba` (no command) opens the window; `scriba FILE…` opens it with those files queued. "
+        "The commands below work without a window.",
+    )
     parser.add_argument("--version", action="version", version=f"scriba {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine decides")
     parser.add_argument(

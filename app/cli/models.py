@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from app.core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from app.core.engine.models import ResolvedModel
 
 
 def add_models_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,7 +59,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             print(f"{'model':18} {'size':>8} {'VRAM':>6} {'languages':12} {'speed':>10}  status")
             for name, entry in CATALOG.items():
                 model = on_disk.get(name)
-                status = f"{model.origin}: {model.path}" if model else "not downloaded"
+                status = _status(model) if model else "not downloaded"
                 if name == chosen:
                     status += "  (default)"
                 languages = "multilingual" if entry.multilingual else "English only"
@@ -83,6 +87,14 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.USAGE
+
+
+def _status(model: ResolvedModel) -> str:
+    """Where a model on disk comes from: the built-in one by that name (its folder is inside the package that
+    ships it, a path that means nothing to the user), the others by their folder."""
+    if model.origin == "bundled":
+        return "built in (comes with Scriba)"
+    return f"{'downloaded' if model.origin == 'cache' else model.origin}: {model.path}"
 
 
 def _recommend(as_json: bool) -> int:

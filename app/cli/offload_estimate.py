@@ -22,8 +22,6 @@ from app.cloud.pricing.report import format_estimate, format_spread
 from app.core.engine.audio import media_seconds
 from app.core.errors import ExitCode
 
-DEFAULT_MODEL = "large-v3"
-
 
 def _positive_float(text: str) -> float:
     try:
@@ -58,7 +56,10 @@ def add_offload_estimate_parser(
     )
     parser.add_argument("inputs", nargs="+", metavar="FILE", type=Path, help="audio or video files")
     parser.add_argument(
-        "--model", default=DEFAULT_MODEL, choices=list(CATALOG), help=f"Whisper model (default: {DEFAULT_MODEL})"
+        "--model",
+        default=None,
+        choices=list(CATALOG),
+        help="Whisper model (default: the one a job would use: the model chosen in Settings, else the best on disk)",
     )
     parser.add_argument(
         "--diarize", action=argparse.BooleanOptionalAction, default=True, help="label speakers (default: on)"
@@ -103,6 +104,25 @@ def add_offload_estimate_parser(
     return parser
 
 
+def job_model(option: str | None) -> tuple[str, str]:
+    """The catalog model a job started now would run, as the window and `queue add` choose it (--model, else the
+    model in Settings, else the best model on disk), and why, in words."""
+    from app.core.config.settings import SettingsStore
+    from app.core.engine.models import CATALOG, default_model
+    from app.core.paths import config_dir
+
+    if option is not None:
+        return option, "the model given with --model"
+    chosen = SettingsStore(config_dir()).load().job.model
+    best = default_model().name
+    if chosen in CATALOG:
+        return chosen, "the model chosen in Settings (--model estimates another)"
+    if chosen:
+        # A model folder of the user's own: the price table has speeds for catalog models only.
+        return best, f"Settings names a model folder ({chosen}) with no speed figures; the best model on disk instead"
+    return best, "the best model on disk, which jobs use while Settings names none (--model estimates another)"
+
+
 def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     from app.core.engine.models import BUNDLED_MODEL, cached_model_path, is_model_dir
     from app.core.errors import MediaError
@@ -143,7 +163,8 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
             vram = gpu_class.vram_gb
         extra.append(ssh_offer(args.ssh_gpu, vram, args.ssh_usd_per_hour))
 
-    model_on_disk = args.model == BUNDLED_MODEL or is_model_dir(cached_model_path(args.model))
+    model, chosen_by = job_model(args.model)
+    model_on_disk = model == BUNDLED_MODEL or is_model_dir(cached_model_path(model))
     assumptions = Assumptions(
         upload_mbps=args.upload_mbps,
         provider_download_mbps=args.provider_mbps,
@@ -154,22 +175,24 @@ def cmd_offload_estimate(args: argparse.Namespace, stdout: TextIO | None = None)
         local_model_on_disk=model_on_disk,
     )
     job = Job(
-        audio_seconds=total_seconds, model=args.model, diarize=args.diarize, upload_bytes=total_bytes, files=len(inputs)
+        audio_seconds=total_seconds, model=model, diarize=args.diarize, upload_bytes=total_bytes, files=len(inputs)
     )
     measured = MeasuredSpeeds()
     measured.records()  # a damaged file or an implausible record is set aside now, and said once
     for warning in measured.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     result = estimate(job, assumptions=assumptions, extra_offers=extra, throughput=Throughput(measured=measured))
+    assumed = f"estimated for {model}: {chosen_by}"
     if args.json:
         payload = result.to_dict()
+        payload["notes"].insert(0, assumed)
         if args.budget is not None:
             for option, row in zip(result.options, payload["options"], strict=True):
                 row["within_budget"] = within_budget(option, args.budget)
         json.dump(payload, out, indent=2)
         out.write("\n")
     else:
-        out.write(format_estimate(result, args.budget) + "\n")
+        out.write(f"{assumed}\n" + format_estimate(result, args.budget) + "\n")
         if counts:
             out.write("\nspread over several machines:\n" + format_spread(result, counts) + "\n")
     return ExitCode.OK

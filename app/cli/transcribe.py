@@ -21,7 +21,13 @@ from app.core.errors import ExitCode
 
 def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     transcribe = commands.add_parser("transcribe", help="transcribe (and diarize) files")
-    transcribe.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="audio or video files")
+    transcribe.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        type=Path,
+        help="audio or video files, or folders (every audio or video file inside, as `queue add` takes them)",
+    )
     add_job_options(transcribe, output_dir=Path("."), output_help="where to write (default: .)")
     # What only a direct run takes: the queue's jobs and an offload use the defaults.
     transcribe.add_argument(
@@ -69,12 +75,16 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             pyannote_source=str(args.pyannote_pipeline.expanduser().absolute()) if args.pyannote_pipeline else None,
         ),
     )
+    sources, empty_folders = _expand_folders(args.inputs)
+    if not sources:
+        return ExitCode.FAILED
+    failures = len(empty_folders)
+    args.inputs = sources  # what _save_transcript must never overwrite: the recordings themselves
     engine = Engine()
     cancel = CancelToken()
-    failures = 0
     used_stems: dict[str, Path] = {}
     record = export_record(args.data_dir)
-    for source in args.inputs:
+    for source in sources:
         stem = source.stem
         if stem in used_stems:
             # Two inputs with one name (a/talk.mp3, b/talk.wav) must not overwrite each other's transcript.
@@ -115,8 +125,29 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         if any(problem.startswith("error:") for problem in problems):
             failures += 1
     if failures:
-        print(f"{failures} of {len(args.inputs)} file(s) failed", file=sys.stderr)
+        print(f"{failures} of {len(sources) + len(empty_folders)} file(s) failed", file=sys.stderr)
     return ExitCode.FAILED if failures else ExitCode.OK
+
+
+def _expand_folders(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The files to transcribe, each folder replaced by the media files inside it as the queue finds them
+    (``media_files``: recursively, sorted), and the folders that hold none, each said on standard error."""
+    from app.core.engine.audio import MEDIA_EXTENSIONS
+    from app.core.queue.jobs import media_files
+
+    sources: list[Path] = []
+    empty: list[Path] = []
+    for path in inputs:
+        found = media_files([path])
+        if path.is_dir() and not found:
+            empty.append(path)
+            print(
+                f"error: {path}: a folder with no audio or video file in it (Scriba looks for "
+                f"{', '.join(sorted(MEDIA_EXTENSIONS))}, in it and in the folders under it)",
+                file=sys.stderr,
+            )
+        sources.extend(found)
+    return sources, empty
 
 
 def export_record(data_dir: Path | None) -> Any:

@@ -495,7 +495,7 @@ def test_cli_json_for_a_one_hour_file(hour_flac: Path, capsys: pytest.CaptureFix
 
 
 def test_cli_human_table_marks_and_dates(hour_flac: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("estimate", str(hour_flac), "--upload-mbps", "5", "--budget", "0.2") == 0
+    assert run_cli("estimate", str(hour_flac), "--model", "large-v3", "--upload-mbps", "5", "--budget", "0.2") == 0
     out = capsys.readouterr().out
     assert "1 h 00 min of audio" in out and "model large-v3" in out
     lines = out.splitlines()
