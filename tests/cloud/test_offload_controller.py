@@ -28,11 +28,11 @@ from app.cloud.offload.controller import (
     parse_remote_command,
     prepare,
     refuse_rental,
-    summarize_jobs,
     sweep_at_start,
     sweep_is_due,
     why_not_rentable,
 )
+from app.cloud.offload.selection import summarize_jobs
 from app.cloud.offload.wording import teardown_text
 from app.cloud.pricing.estimate import LOCAL_PROVIDER, Estimate, Option, estimate
 from app.cloud.pricing.estimate import Job as EstimateJob

@@ -12,7 +12,7 @@ from app.core.transcript.times import format_duration
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import Teardown
-    from app.cloud.offload.controller import SelectedJobs
+    from app.cloud.offload.selection import SelectedJobs
 
 
 def format_size(size_bytes: float) -> str:

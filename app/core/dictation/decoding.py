@@ -15,7 +15,7 @@ from app.core.engine.audio import SAMPLE_RATE
 from app.core.transcript.document import Word
 
 if TYPE_CHECKING:
-    from app.core.dictation.stream import DictationOptions
+    from app.core.engine.transcribe import Device
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -70,7 +70,27 @@ class WhisperDecoder:
         return words
 
 
-def load_decoder(options: DictationOptions, model: str | None = None) -> WhisperDecoder:
+class DecoderOptions(Protocol):
+    """What loading a decoder reads of :class:`app.core.dictation.stream.DictationOptions` (named here so that
+    this module, below the stream, does not import it)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def compute_type(self) -> str: ...
+    @property
+    def cpu_threads(self) -> int: ...
+    @property
+    def language(self) -> str | None: ...
+    @property
+    def partial_beam_size(self) -> int: ...
+    @property
+    def final_beam_size(self) -> int: ...
+
+
+def load_decoder(options: DecoderOptions, model: str | None = None) -> WhisperDecoder:
     """The model (``options.model``, or ``model``: the finals model) through the same machinery as file
     transcription: catalog, device choice, compute types."""
     from app.core.engine.transcribe import Transcriber, TranscriptionOptions
@@ -93,7 +113,7 @@ def load_decoder(options: DictationOptions, model: str | None = None) -> Whisper
     )
 
 
-def load_warm_decoder(options: DictationOptions, model: str | None = None) -> WhisperDecoder:
+def load_warm_decoder(options: DecoderOptions, model: str | None = None) -> WhisperDecoder:
     """:func:`load_decoder`, then one decode of silence: the first decode of a fresh model costs several times a
     normal one (CTranslate2 allocates its buffers), so it is spent here, not on the first partial."""
     decoder = load_decoder(options, model)

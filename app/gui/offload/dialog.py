@@ -54,7 +54,6 @@ from app.cloud.offload.controller import (
     Prepared,
     RentFactory,
     RunOutcome,
-    SelectedJobs,
     SshFactory,
     SshHostChoice,
     check_ssh_host,
@@ -63,6 +62,7 @@ from app.cloud.offload.controller import (
     refuse_rental,
     why_not_rentable,
 )
+from app.cloud.offload.selection import SelectedJobs
 from app.cloud.offload.wording import (
     breakdown_text,
     confirmation_text,
