@@ -347,13 +347,16 @@ def test_wayland_is_told_apart_from_its_xwayland_display() -> None:
 
 
 @pytest.mark.unit
-def test_typing_on_wayland_falls_back_to_the_clipboard_with_a_notice() -> None:
+def test_typing_on_wayland_with_nothing_that_types_falls_back_to_the_clipboard_with_a_notice(tmp_path: Path) -> None:
+    """No compositor answers wtype and no portal is on a bus: the clipboard route, said once. (Typing on a real
+    compositor: tests/test_desktop_wayland.py.)"""
     from app.core.desktop.output import DesktopTextOutput
 
     assert shutil.which("wl-copy"), "wl-clipboard is one of the packages `make system-deps` installs"
-    output = DesktopTextOutput("type", {"WAYLAND_DISPLAY": "wayland-0", "PATH": os.environ["PATH"]})
-    assert output.mode == "copy" and output.system == "wayland"
-    assert output.notice is not None and "Ctrl+V" in output.notice
+    env = {"WAYLAND_DISPLAY": "wayland-0", "XDG_RUNTIME_DIR": str(tmp_path), "PATH": os.environ["PATH"]}
+    with DesktopTextOutput("type", env, portal_token_path=tmp_path / "token") as output:
+        assert output.system == "wayland"
+        assert output.notice is not None and "clipboard" in output.notice and "Ctrl+V" in output.notice
 
 
 @pytest.mark.unit

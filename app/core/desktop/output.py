@@ -16,10 +16,15 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Mapping
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from app.core.desktop.clipboard import copy_command, copy_text
 from app.core.desktop.display import DesktopError, DisplaySystem, display_system
+
+if TYPE_CHECKING:
+    from app.core.desktop.wayland_typing import WaylandKeyboard
+    from app.core.desktop.x11_typing import XTestTyper
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +39,10 @@ class DesktopTextOutput:
     In copy mode the clipboard holds the whole text dictated since this object was made, not only the last
     final: a person who dictates several sentences and then pastes wants all of them.
 
-    ``notice`` is a line for the person when the mode asked for is not the one used (typing on Wayland falls
-    back to the clipboard). ``on_error`` hears a failure while typing or copying (the session goes on).
+    ``notice`` is a line for the person when how the text arrives needs saying: on Wayland, the route it is
+    typed through (the desktop's portal, wtype, ydotool, or the clipboard one paste at a time). ``on_error``
+    hears a failure while typing or copying (the session goes on), and a Wayland route that was refused when
+    it opened, with the route taking over.
 
     ``hold()`` keeps what is sent until ``release()``: while a global hotkey's key is down, the X server gives
     the whole keyboard to the program that grabbed it, so keys typed then would never reach the focused window.
@@ -49,21 +56,21 @@ class DesktopTextOutput:
         *,
         on_error: Callable[[str], None] | None = None,
         key_delay_s: float = 0.002,
+        portal_token_path: Path | None = None,
     ) -> None:
         self._env = dict(os.environ if env is None else env)
         self.system: DisplaySystem = display_system(self._env)
         self.notice: str | None = None
         self._on_error = on_error
-        self._typer = None
+        self._typer: XTestTyper | WaylandKeyboard | None = None
         if mode == "type" and self.system == "wayland":
-            # XTest through XWayland reaches only X11 programs; the input portal (RemoteDesktop) asks the
-            # person for permission each session and is not built yet. The clipboard works everywhere.
-            mode = "copy"
-            self.notice = (
-                "Wayland does not let a program type into other windows; the dictated text goes to the clipboard "
-                "instead: paste it with Ctrl+V"
-            )
-        if mode == "type":
+            # Never XTest (xdotool's way) here: through XWayland it reaches only X11 programs, and reports
+            # success while a Wayland window receives nothing. wayland_typing.py picks the route that works.
+            from app.core.desktop.wayland_typing import WaylandKeyboard, default_token_path
+
+            self._typer = WaylandKeyboard(self._env, token_path=portal_token_path or default_token_path())
+            self.notice = self._typer.notice
+        elif mode == "type":
             if self.system != "x11":
                 raise DesktopError(
                     "typing into other programs needs an X11 display (DISPLAY is not set)"
@@ -129,6 +136,7 @@ class DesktopTextOutput:
 
     def _work(self) -> None:
         try:
+            self._start_typer()
             while True:
                 item = self._queue.get()
                 if item is _END:
@@ -148,6 +156,20 @@ class DesktopTextOutput:
                     self._typer.close()
                 except Exception:  # the X server went away: nothing is left to give the key codes back to
                     log.exception("closing the X connection failed")
+
+    def _start_typer(self) -> None:
+        """Open a route that waits for the person (the portal's permission) here, not in the constructor: the
+        caller's thread goes on, and finals sent meanwhile wait in the queue."""
+        start = getattr(self._typer, "start", None)
+        if start is None:
+            return
+        try:
+            changed = start()
+        except Exception as error:  # each final will say it again; the session goes on
+            log.exception("no route to type on this desktop")
+            changed = str(error)
+        if changed and self._on_error is not None:
+            self._on_error(changed)
 
     def _deliver(self, erase: int, text: str, separate: bool) -> None:
         erase = min(erase, len(self._delivered))
