@@ -29,7 +29,7 @@ from app.core.errors import ExitCode
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scriba",
-        usage="%(prog)s [-h] [--version] [-v] [--data-dir DATA_DIR] [COMMAND … | FILE …]",
+        usage="%(prog)s [-h] [--version] [-v] [--data-dir DATA_DIR] [--install-desktop-entry] [COMMAND … | FILE …]",
         description="Transcribe and diarize audio and video, locally. "
         "Plain `scriba` (no command) opens the window; `scriba FILE…` opens it with those files queued. "
         "The commands below work without a window.",
@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="queue and transcripts folder (default: $SCRIBA_DATA_DIR, else the user data folder)",
     )
+    menu = parser.add_mutually_exclusive_group()
+    menu.add_argument(
+        "--install-desktop-entry",
+        action="store_true",
+        help="add Scriba to the desktop's applications menu, with its icon (in $XDG_DATA_HOME, for this user)",
+    )
+    menu.add_argument("--uninstall-desktop-entry", action="store_true", help="remove that menu entry and icon again")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     # In the order `scriba --help` lists them.
     add_transcribe_parser(commands)
@@ -138,6 +145,13 @@ def _write_crash_log(data_dir_option: Path | None) -> Path | None:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, open_files: list[Path]) -> int:
+    if args.install_desktop_entry or args.uninstall_desktop_entry:
+        from app.cli.desktop_entry import cmd_desktop_entry
+
+        if args.command is not None or open_files:
+            parser.error("--install-desktop-entry and --uninstall-desktop-entry take no command and no files")
+
+        return cmd_desktop_entry(remove=args.uninstall_desktop_entry)
     data_dir = resolve_data_dir(args.data_dir)
     if args.command is None:
         return open_window(data_dir, open_files)
