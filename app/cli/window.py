@@ -98,7 +98,7 @@ def open_window(data_dir: Path, open_files: list[Path]) -> int:
         print(f"scriba: error: {problem}", file=sys.stderr)
         return ExitCode.FAILED
     from app.gui.main import create_application, run_gui
-    from app.gui.window import closed_by_signals
+    from app.gui.quit_signals import closed_by_signals
 
     create_application()  # the signals' notifier needs it; run_gui takes this one
     with closed_by_signals():

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
-import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, QSocketNotifier, Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QApplication,
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QPushButton,
     QSplitter,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -45,17 +37,19 @@ from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
 from app.core.transcript.document import Transcript
 from app.core.transcript.save import SavedTranscript
 from app.gui.about import about_text
+from app.gui.actions import WindowActions
 from app.gui.desktop_notice import DesktopNotifier
 from app.gui.dictation.panel import DictationPanel
 from app.gui.error_dialog import show_error
 from app.gui.gpu_panel import GpuPanel
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
 from app.gui.offload.dialog import OffloadDialog
+from app.gui.offload.launcher import OffloadLauncher
 from app.gui.offload.orphan_sweep import OrphanSweep
-from app.gui.queue.bridge import WorkerBridge
+from app.gui.queue.bridge import BatchTally, WorkerBridge
 from app.gui.queue.drop_zone import DropZone
-from app.gui.queue.model import COLUMNS, ProgressDelegate, QueueModel
 from app.gui.queue.safety import ask_to_remove, ask_to_retry
+from app.gui.queue.table import QueueTable
 from app.gui.queue.time_range import TimeRangeDialog
 from app.gui.queue.trash_dialog import TrashDialog
 from app.gui.queue.watch_folder import FolderWatcher
@@ -65,9 +59,9 @@ from app.gui.settings.model_offer import DownloadFailedNotice, MissingModelOffer
 from app.gui.settings.models_dialog import ModelsDialog
 from app.gui.speakers.dialog import SpeakersDialog, remember_speaker
 from app.gui.theme import apply_theme
+from app.gui.transcript.export_dialog import export_to_chosen_folder
 from app.gui.transcript.export_refresh import ExportRefresher
 from app.gui.transcript.view import TranscriptView
-from app.gui.window_menus import build_menus
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
 
@@ -78,14 +72,6 @@ log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
-    # Made by build_menus (app/gui/window_menus.py).
-    dictate_action: QAction
-    job_actions: dict[str, QAction]
-    offload_action: QAction
-    speakers_action: QAction
-    pause_action: QAction
-    theme_actions: QActionGroup
-
     def __init__(
         self,
         store: JobStore,
@@ -105,28 +91,19 @@ class MainWindow(QMainWindow):
             apply_theme(self.settings.window.theme)
         self.notifications: list[tuple[str, str]] = []
         self._desktop_notifier = DesktopNotifier(self)
-        self._batch_results: dict[str, int] = {}
+        self._batch = BatchTally()
         self.setWindowTitle("Scriba")
         self.setWindowIcon(QIcon(str(icon_path())))
         self.setAcceptDrops(True)
 
-        self.model = QueueModel()
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setItemDelegate(ProgressDelegate(self.table))
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        # Several rows at once: "Offload to cloud…" sends the selected queued jobs together; the other job
-        # actions act on the current row.
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setTabKeyNavigation(False)  # Tab moves on to the next control, as everywhere else
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
-            self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table = QueueTable()
+        self.model = self.table.queue_model
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().currentRowChanged.connect(self._selection_changed)
-        self.offload_dialogs: list[OffloadDialog] = []
+        self.offloads = OffloadLauncher(store, self)
+        self.offloads.remember.connect(self._remember_offload_choice)
+        self.offloads.ended.connect(self._offload_ended)
+        self.offload_dialogs = self.offloads.dialogs
 
         self.drop_zone = DropZone()
         self.drop_zone.paths_dropped.connect(self.add_paths)
@@ -183,17 +160,9 @@ class MainWindow(QMainWindow):
         self.dictation_panel.saved.connect(self._dictation_saved)
         self.dictation_panel.model_picker.changed.connect(self._dictation_model_changed)
         self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
-        self.dictation_panel.set_output_mode(
-            "copy"
-            if self.settings.dictation.output == "copy"
-            else ("type" if self.settings.dictation.output == "type" else None)
-        )
-        if self.settings.dictation.hotkey:
-            problem = self.dictation_panel.set_hotkey(
-                self.settings.dictation.hotkey, "push" if self.settings.dictation.hotkey_mode == "push" else "toggle"
-            )
-            if problem:
-                self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
+        problem = self.dictation_panel.apply_preferences(dictation)
+        if problem:
+            self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
         self.dictation_panel.desktop_settings_changed.connect(self._dictation_desktop_changed)
         self.dictation_dock = QDockWidget("Dictation", self)
         self.dictation_dock.setObjectName("dictationDock")
@@ -207,7 +176,15 @@ class MainWindow(QMainWindow):
         self.model_offer: MissingModelOffer | None = None
         self.first_run_dialog: FirstRunDialog | None = None
         self.download_notice: DownloadFailedNotice | None = None
-        build_menus(self)
+        self.menu_actions = self._connect_actions(
+            WindowActions(
+                self,
+                self.table,
+                (self.transcript_view.undo_action, self.transcript_view.redo_action),
+                (self.gpu_dock.toggleViewAction(), self.dictation_dock.toggleViewAction()),
+                self.settings.window.theme,
+            )
+        )
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
         self.bridge.job_event.connect(self._on_worker_event)
@@ -252,13 +229,27 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"The damaged queue file was moved to {path}; a new queue was started.", 30000)
         self.set_aside_box = show_error(self, "Scriba: queue reset", text)
 
-    def _action(self, text: str, shortcut: str | QKeySequence.StandardKey | None, slot: object) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.triggered.connect(slot)
-        self.addAction(action)  # shortcuts work wherever the focus is in the window
-        return action
+    def _connect_actions(self, actions: WindowActions) -> WindowActions:
+        """What each menu item and shortcut does (app/gui/actions.py owns them)."""
+        actions.add_files_requested.connect(self.choose_files)
+        actions.add_folder_requested.connect(self.choose_folder)
+        actions.dictate_requested.connect(self.toggle_dictation)
+        actions.export_requested.connect(self.choose_export)
+        actions.settings_requested.connect(self.open_settings)
+        actions.models_requested.connect(self.open_models)
+        jobs: dict[str, Callable[[int], object]] = {"cancel": self.cancel_job, "retry": self.retry_job}
+        jobs |= {"remove": self.remove_job, "up": lambda i: self.move_job(i, -1), "down": lambda i: self.move_job(i, 1)}
+        jobs["part"] = self.choose_time_range
+        actions.job_requested.connect(lambda kind: self._on_selected(jobs[kind]))
+        actions.offload_requested.connect(self.open_offload_dialog)
+        actions.pause_toggled.connect(self.toggle_pause)
+        actions.find_requested.connect(self.transcript_view.focus_search)
+        actions.trash_requested.connect(self.open_trash)
+        actions.speakers_requested.connect(self.open_speakers)
+        actions.theme_chosen.connect(self.set_theme)
+        actions.first_run_requested.connect(self.open_first_run)
+        actions.about_requested.connect(lambda: QMessageBox.about(self, "About Scriba", about_text()))
+        return actions
 
     def _context_menu(self, point: QPoint) -> None:
         index = self.table.indexAt(point)
@@ -272,18 +263,8 @@ class MainWindow(QMainWindow):
         job = self.model.job_at(index.row())
         if job is None:
             return
-        menu = QMenu(self)
-        self.job_actions["cancel"].setEnabled(job.state in (JobState.QUEUED, JobState.RUNNING))
-        # "Running" may be a job whose process died (a reboot reused its pid): the store decides, and takes such a
-        # job back; a job really running is refused with a message.
-        self.job_actions["retry"].setEnabled(job.state is not JobState.QUEUED)
-        self.job_actions["remove"].setEnabled(True)
-        self.job_actions["part"].setEnabled(job.state is JobState.QUEUED)
-        for action in self.job_actions.values():
-            menu.addAction(action)
+        menu = self.menu_actions.job_menu(job.state, self)
         self._update_offload_action()
-        menu.addSeparator()
-        menu.addAction(self.offload_action)
         menu.popup(self.table.viewport().mapToGlobal(point))
 
     def choose_time_range(self, job_id: int) -> TimeRangeDialog | None:
@@ -305,13 +286,6 @@ class MainWindow(QMainWindow):
                 self.statusBar().showMessage(f"The part was not set: {error}", 10000)
             self.refresh()
 
-    def _focus_search(self) -> None:
-        self.transcript_view.search.setFocus()
-        self.transcript_view.search.selectAll()
-
-    def _about(self) -> None:
-        QMessageBox.about(self, "About Scriba", about_text())
-
     # ------------------------------------------------------------------------------------------- queue
 
     def _refresh_if_changed(self) -> None:
@@ -331,8 +305,8 @@ class MainWindow(QMainWindow):
             self.bridge.worker.pause()
         else:
             self.bridge.worker.resume()
-        self.pause_action.setChecked(paused)
-        self.pause_action.setText("Resume queue" if paused else "Pause queue")
+        self.menu_actions.pause_action.setChecked(paused)
+        self.menu_actions.pause_action.setText("Resume queue" if paused else "Pause queue")
         self.refresh()
 
     def refresh(self) -> None:
@@ -368,7 +342,7 @@ class MainWindow(QMainWindow):
             self.select_job(jobs[0].id)  # its transcript shows here when it is done, without a click on the row
         self.bridge.wake()
         ids = [job.id for job in jobs]
-        run_off_main_thread(lambda: self._probe_durations(ids), self._durations_probed, name="probe-durations")
+        run_off_main_thread(lambda: self._probe_durations(ids), lambda _: self.refresh(), name="probe-durations")
         return jobs
 
     def files_from_another_launch(self, paths: list[Path]) -> None:
@@ -390,9 +364,6 @@ class MainWindow(QMainWindow):
                 continue
             if job.duration is None:
                 self.store.set_duration(job_id, probe_duration(job.source))
-
-    def _durations_probed(self, _nothing: None) -> None:
-        self.refresh()
 
     def choose_files(self) -> None:
         patterns = " ".join(f"*{ext}" for ext in sorted(MEDIA_EXTENSIONS))
@@ -418,28 +389,15 @@ class MainWindow(QMainWindow):
         self.settings = self.settings.with_window(last_folder=str(folder))
 
     def selected_job_id(self) -> int | None:
-        index = self.table.selectionModel().currentIndex()
-        if not index.isValid():
-            return None
-        job = self.model.job_at(index.row())
-        return job.id if job else None
-
-    def selected_job_ids(self) -> list[int]:
-        """Every selected row's job, in queue order; the current row's when no row is selected."""
-        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
-        ids = [job.id for job in (self.model.job_at(row) for row in rows) if job is not None]
-        current = self.selected_job_id()
-        return ids or ([current] if current is not None else [])
+        return self.table.selected_job_id()
 
     def select_job(self, job_id: int) -> None:
-        row = self.model.row_of(job_id)
-        if row is not None and self.table.selectionModel().currentIndex().row() != row:
-            self.table.selectRow(row)
+        self.table.select_job(job_id)
 
-    def _on_selected(self, action: object) -> None:
+    def _on_selected(self, action: Callable[[int], object]) -> None:
         job_id = self.selected_job_id()
         if job_id is not None:
-            action(job_id)  # type: ignore[operator]
+            action(job_id)
 
     def _guard(self, what: str, action: object) -> bool:
         try:
@@ -482,7 +440,19 @@ class MainWindow(QMainWindow):
 
     def offer_multilingual(self, job_id: int, reason: str) -> None:
         """A job stopped because its English-only model cannot transcribe its language: ask how to go on."""
-        offer_multilingual(self, job_id, reason)
+        if self.language_offer is not None and self.language_offer.isVisible():
+            return  # one question at a time; the other failures stay in the queue with their reason
+        offer = offer_multilingual(
+            self, self.store, job_id, reason, lambda: self.settings.job_options(), self.retry_with, self.open_models
+        )
+        self.language_offer = offer or self.language_offer
+
+    def offer_missing_model(self, job_id: int) -> None:
+        """A job stopped because its model is not on this computer: download it, or use the built-in one."""
+        if self.model_offer is not None and self.model_offer.isVisible():
+            return  # one question at a time; the other failures stay in the queue with their reason
+        offer = offer_missing_model(self, self.store, job_id, self.retry_with, self.open_models)
+        self.model_offer = offer or self.model_offer
 
     def open_models(self, download: str | None = None) -> ModelsDialog:
         """The model manager; with ``download``, that model's download starts at once."""
@@ -490,6 +460,7 @@ class MainWindow(QMainWindow):
         if download is not None:
             dialog.download(download)
         dialog.open()
+        self.models_dialog = dialog
         return dialog
 
     def offer_first_run(self) -> FirstRunDialog | None:
@@ -529,8 +500,7 @@ class MainWindow(QMainWindow):
 
     def _retry_download(self, notice: DownloadFailedNotice, button: object) -> None:
         if button is notice.retry_button:
-            self.models_dialog = self.open_models(notice.model)
-            self.models_dialog.downloaded.connect(self._use_model)
+            self.open_models(notice.model).downloaded.connect(self._use_model)
 
     def retry_with(self, job_id: int, what: str, options: JobOptions) -> None:
         """Queue a failed job again with ``options`` (the current settings with one change, for this job only)."""
@@ -576,10 +546,10 @@ class MainWindow(QMainWindow):
 
     def _selected_queued_ids(self) -> list[int]:
         queued = {job.id for job in self.model.jobs if job.state is JobState.QUEUED}
-        return [job_id for job_id in self.selected_job_ids() if job_id in queued]
+        return [job_id for job_id in self.table.selected_job_ids() if job_id in queued]
 
     def _update_offload_action(self) -> None:
-        self.offload_action.setEnabled(bool(self._selected_queued_ids()))
+        self.menu_actions.offload_action.setEnabled(bool(self._selected_queued_ids()))
 
     def open_offload_dialog(self, job_ids: list[int] | None = None) -> OffloadDialog | None:
         """The estimate and run dialog for the selected queued jobs (or ``job_ids``); non-modal."""
@@ -587,13 +557,7 @@ class MainWindow(QMainWindow):
         if not ids:
             self.statusBar().showMessage("Select queued jobs to offload.", 5000)
             return None
-        dialog = OffloadDialog(self.store, ids, preferences=self.settings.offload, parent=self)
-        dialog.remember.connect(self._remember_offload_choice)
-        dialog.offload_ended.connect(self._offload_ended)
-        dialog.finished.connect(lambda _result: self._forget_offload_dialog(dialog))
-        self.offload_dialogs.append(dialog)
-        dialog.show()
-        return dialog
+        return self.offloads.open(ids, self.settings.offload)
 
     def _remember_offload_choice(self, changes: dict[str, object]) -> None:
         self.settings = self.settings.with_offload(**changes)
@@ -602,11 +566,6 @@ class MainWindow(QMainWindow):
     def _offload_ended(self, text: str) -> None:
         self.refresh()
         self.notify("Scriba: offload", text)
-
-    def _forget_offload_dialog(self, dialog: OffloadDialog) -> None:
-        if dialog in self.offload_dialogs and not dialog.running:
-            self.offload_dialogs.remove(dialog)
-            dialog.deleteLater()
 
     # ------------------------------------------------------------------------------------------- worker
 
@@ -626,18 +585,18 @@ class MainWindow(QMainWindow):
             self.refresh()
             return
         if event.kind == "idle":
-            self._batch_finished()
+            if summary := self._batch.finish():
+                self.notify("Scriba: queue finished", summary)
             self.refresh()
             return
-        if event.kind in ("done", "failed", "cancelled"):
-            self._batch_results[event.kind] = self._batch_results.get(event.kind, 0) + 1
+        self._batch.count(event)
         name = event.source.name if event.source else ""
         if event.kind == "failed":
             self.statusBar().showMessage(f"Failed: {event.message}", 15000)
             if event.error_type == "LanguageMismatchError" and event.job_id is not None:
                 self.offer_multilingual(event.job_id, event.message or "")
             elif event.error_type == "ModelNotFoundError" and event.job_id is not None:
-                offer_missing_model(self, event.job_id)
+                self.offer_missing_model(event.job_id)
         elif event.kind == "done":
             self.statusBar().showMessage(f"Finished {name}" + (f" ({event.message})" if event.message else ""), 15000)
         elif event.kind == "started":
@@ -645,20 +604,6 @@ class MainWindow(QMainWindow):
         self.refresh()
         if event.kind == "done" and event.job_id is not None and event.job_id == self.selected_job_id():
             self._show_job(event.job_id)
-
-    def _batch_finished(self) -> None:
-        if not self._batch_results:
-            return
-        done = self._batch_results.get("done", 0)
-        failed = self._batch_results.get("failed", 0)
-        cancelled = self._batch_results.get("cancelled", 0)
-        self._batch_results = {}
-        parts = (
-            [f"{done} done"]
-            + ([f"{failed} failed"] if failed else [])
-            + ([f"{cancelled} cancelled"] if cancelled else [])
-        )
-        self.notify("Scriba: queue finished", ", ".join(parts))
 
     def notify(self, title: str, body: str) -> None:
         """A desktop notification (tray balloon, else notify-send), and always the status bar."""
@@ -719,7 +664,10 @@ class MainWindow(QMainWindow):
 
     def remember_speaker(self, speaker: str, name: str | None = None) -> threading.Thread | None:
         """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
-        return remember_speaker(self, speaker, name)
+        view = self.transcript_view
+        return remember_speaker(
+            self, self.statusBar(), self.store, view.job_id, view.transcript, speaker, name, self.remember_threads
+        )
 
     def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> SavedTranscript:
         """Each format on its own; a file there that Scriba did not write as it is now is kept (new name)."""
@@ -731,22 +679,9 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Select a finished job to export.", 5000)
             return
         chosen = formats if isinstance(formats, tuple) else self.settings.job.formats
-        folder = QFileDialog.getExistingDirectory(
-            self,
-            f"Export {', '.join(chosen)} to",
-            self.settings.job.output_dir or self.settings.window.last_folder or "",
-        )
-        if not folder:
-            return
-        try:
-            result = self.export_job(job_id, Path(folder), chosen)
-        except (OSError, ValueError, JobStateError) as error:
-            show_error(self, "Export failed", f"Could not export to {folder}: {error}")
-            return
-        if result.failed:
-            show_error(self, "Export failed", result.summary())
-            return
-        self.statusBar().showMessage(result.summary()[:1].upper() + result.summary()[1:], 8000)
+        start = self.settings.job.output_dir or self.settings.window.last_folder or ""
+        if said := export_to_chosen_folder(self, self.store, job_id, chosen, start):
+            self.statusBar().showMessage(said, 8000)
 
     # ------------------------------------------------------------------------------------------- dictation
 
@@ -850,8 +785,7 @@ class MainWindow(QMainWindow):
         self.dictation_panel.shutdown()  # the last words are flushed; an unsaved dictation is lost
         for thread in list(self.remember_threads):
             thread.join()  # a voiceprint being saved is finished (seconds), never cut half-written
-        for dialog in self.offload_dialogs:
-            dialog.shutdown()  # cancelled; its thread tears the remote down before the program exits
+        self.offloads.shutdown()  # cancelled; each thread tears its remote down before the program exits
         super().closeEvent(event)
 
     # Drops anywhere on the window count, not only on the drop zone.
@@ -860,52 +794,3 @@ class MainWindow(QMainWindow):
 
     def dropEvent(self, event: QDropEvent) -> None:
         self.drop_zone.dropEvent(event)
-
-
-@contextlib.contextmanager
-def closed_by_signals(signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """Ctrl-C in the terminal that started the window, and SIGTERM (`kill`, a logout), close the main window as
-    File > Quit does: the running job goes back to the queue, the settings are saved, the program exits 0.
-
-    Python runs a signal's handler only when the interpreter next runs, which inside Qt's event loop may be
-    late or never (Ctrl-C ended as a KeyboardInterrupt traceback in whatever slot ran next, and the window
-    stayed): the signal's number is written to a socket that a QSocketNotifier watches, which wakes the loop at
-    once. Main thread only, with the QApplication made; the previous handlers are back on the way out."""
-    receiver, sender = socket.socketpair()
-    receiver.setblocking(False)
-    sender.setblocking(False)
-    previous_fd = signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
-    previous = {signum: signal.getsignal(signum) for signum in signals}
-
-    def close_windows() -> None:
-        modal = QApplication.activeModalWidget()
-        if modal is not None and modal.close():
-            # A dialog's own event loop returns first; the window is closed from the main loop after it.
-            QTimer.singleShot(0, close_windows)
-            return
-        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
-        for window in windows:
-            window.close()
-        if not windows:
-            QApplication.quit()  # no window yet, or already closed: end the event loop all the same
-
-    def on_signal(signum: int, frame: object) -> None:
-        QTimer.singleShot(0, close_windows)  # from the event loop, never in the middle of what it interrupted
-
-    def drain() -> None:
-        with contextlib.suppress(OSError):
-            receiver.recv(64)
-
-    notifier = QSocketNotifier(receiver.fileno(), QSocketNotifier.Type.Read)
-    notifier.activated.connect(drain)  # running any Python code runs the handler
-    for signum in signals:
-        signal.signal(signum, on_signal)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        signal.set_wakeup_fd(previous_fd)
-        notifier.setEnabled(False)
-        receiver.close()
-        sender.close()

@@ -286,7 +286,7 @@ def test_a_microphone_that_cannot_open_is_reported_and_start_works_again(open_wi
     # The real microphone source on real PortAudio, asked for a device this machine does not have: it fails
     # when it starts, after the model has loaded, as an unplugged headset does.
     panel.source_factory = lambda device: MicrophoneSource("no such input")
-    window.dictate_action.trigger()
+    window.menu_actions.dictate_action.trigger()
     wait_idle(qtbot, panel)
     assert panel.message_label.isVisible()
     message = panel.message_label.text()

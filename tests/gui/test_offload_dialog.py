@@ -90,8 +90,8 @@ def queue_and_open(window: MainWindow, qtbot: Any, files: list[Path]) -> Offload
     window.store.add_many(files, OPTIONS)
     window.refresh()
     window.table.selectAll()
-    assert window.offload_action.isEnabled()
-    window.offload_action.trigger()
+    assert window.menu_actions.offload_action.isEnabled()
+    window.menu_actions.offload_action.trigger()
     (dialog,) = window.offload_dialogs
     qtbot.waitUntil(lambda: dialog.selected is not None, timeout=ESTIMATE_WAIT)
     return dialog

@@ -22,7 +22,7 @@ def test_dark_and_light_themes_apply_and_are_remembered(open_window: Any) -> Non
     window = open_window(start_worker=False)
     system = base_lightness()
     try:
-        dark = next(action for action in window.theme_actions.actions() if action.text() == "Dark")
+        dark = next(action for action in window.menu_actions.theme_actions.actions() if action.text() == "Dark")
         dark.trigger()
         assert base_lightness() < 60 and window.settings.window.theme == "dark"
         # The queue's state colours follow the palette: light enough to read on the dark base.

@@ -109,7 +109,7 @@ def test_cancel_a_running_job(open_window, qtbot, long_wav: Path) -> None:  # ty
     engine_pid = window.bridge.engine_pid
     assert engine_pid is not None
     window.select_job(job.id)
-    window.job_actions["cancel"].trigger()  # the menu action, as Ctrl+. does
+    window.menu_actions.job_actions["cancel"].trigger()  # the menu action, as Ctrl+. does
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.CANCELLED, timeout=2500)
     qtbot.waitUntil(lambda: window.model.jobs[0].state is JobState.CANCELLED, timeout=3000)
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
@@ -419,7 +419,9 @@ def test_a_job_stuck_after_a_restart_is_taken_back_from_the_window(open_window, 
     window.select_job(first.id)
     rect = window.table.visualRect(window.model.index(0, 0))
     window._context_menu(rect.center())
-    assert window.job_actions["retry"].isEnabled() and window.job_actions["remove"].isEnabled()
+    assert (
+        window.menu_actions.job_actions["retry"].isEnabled() and window.menu_actions.job_actions["remove"].isEnabled()
+    )
     for widget in QApplication.topLevelWidgets():
         if widget.isVisible() and widget.inherits("QMenu"):
             widget.close()

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.config.settings import DictationPreferences
 from app.core.desktop.display import DesktopError
 from app.core.desktop.output import OutputMode
 from app.core.desktop.x11_hotkey import HotkeyMode, X11GlobalHotkey
@@ -555,6 +556,15 @@ class DictationPanel(QWidget):
         return saved
 
     # ------------------------------------------------------------------------------------------- other programs
+
+    def apply_preferences(self, preferences: DictationPreferences) -> str | None:
+        """Where finals go and the global hotkey, as the settings file keeps them. Returns the hotkey's problem in
+        words when it cannot be had, else None."""
+        output = preferences.output
+        self.set_output_mode("copy" if output == "copy" else ("type" if output == "type" else None))
+        if not preferences.hotkey:
+            return None
+        return self.set_hotkey(preferences.hotkey, "push" if preferences.hotkey_mode == "push" else "toggle")
 
     def set_output_mode(self, mode: OutputMode | None) -> None:
         """Where finals go besides the panel (from the next Start): typed, copied, or nowhere else (None)."""

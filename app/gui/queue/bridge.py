@@ -63,3 +63,26 @@ class WorkerBridge(QObject):
 
 
 __all__ = ["JobEvent", "WorkerBridge"]
+
+
+class BatchTally:
+    """How the jobs since the queue was last idle ended, for the one notification when it is idle again."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def count(self, event: JobEvent) -> None:
+        if event.kind in ("done", "failed", "cancelled"):
+            self._counts[event.kind] = self._counts.get(event.kind, 0) + 1
+
+    def finish(self) -> str | None:
+        """The sentence, "2 done, 1 failed" (and starts counting again); None when no job ended since the last one."""
+        if not self._counts:
+            return None
+        done, failed, cancelled = (self._counts.get(kind, 0) for kind in ("done", "failed", "cancelled"))
+        self._counts = {}
+        return ", ".join(
+            [f"{done} done"]
+            + ([f"{failed} failed"] if failed else [])
+            + ([f"{cancelled} cancelled"] if cancelled else [])
+        )

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.core.engine.language_check import ModelSuggestion, suggest_multilingual
-from app.core.queue.jobs import JobNotFoundError
+from app.core.queue.jobs import JobNotFoundError, JobOptions, JobStore
 
 if TYPE_CHECKING:
-    from app.gui.window import MainWindow
+    from app.gui.settings.models_dialog import ModelsDialog
+
+# Queue a job again with other options: (job id, what changed in words, the options).
+RetryWith = Callable[[int, str, JobOptions], None]
 
 
 class LanguageOffer(QMessageBox):
@@ -39,30 +43,43 @@ class LanguageOffer(QMessageBox):
         self.setDefaultButton(self.use_button)
 
 
-def offer_multilingual(window: MainWindow, job_id: int, reason: str) -> None:
+def offer_multilingual(
+    parent: QWidget,
+    store: JobStore,
+    job_id: int,
+    reason: str,
+    job_options: Callable[[], JobOptions],
+    retry_with: RetryWith,
+    open_models: Callable[[str], ModelsDialog],
+) -> LanguageOffer | None:
     """Offer a multilingual model (downloading it first when none is on disk) or "it is English" for a job that
-    stopped on the language check, then queue the job again that way (this job only)."""
-    if window.language_offer is not None and window.language_offer.isVisible():
-        return  # one question at a time; the other failures stay in the queue with their reason
+    stopped on the language check, then queue the job again that way (this job only): ``retry_with(job_id, what,
+    options)``, with ``job_options()`` (the current settings) changed in one field. None when the job is gone."""
     try:
-        job = window.store.get(job_id)
+        job = store.get(job_id)
     except JobNotFoundError:
-        return
-    offer = LanguageOffer(window, job.source.name, reason, suggest_multilingual())
-    offer.buttonClicked.connect(lambda button: _answer(window, job_id, offer, button))
-    window.language_offer = offer
+        return None
+    offer = LanguageOffer(parent, job.source.name, reason, suggest_multilingual())
+    offer.buttonClicked.connect(lambda button: _answer(offer, button, job_id, job_options, retry_with, open_models))
     offer.open()
+    return offer
 
 
-def _answer(window: MainWindow, job_id: int, offer: LanguageOffer, button: object) -> None:
+def _answer(
+    offer: LanguageOffer,
+    button: object,
+    job_id: int,
+    job_options: Callable[[], JobOptions],
+    retry_with: RetryWith,
+    open_models: Callable[[str], ModelsDialog],
+) -> None:
     suggestion = offer.suggestion
-    options = window.settings.job_options()
+    options = job_options()
     if button is offer.english_button:
-        window.retry_with(job_id, "language en", replace(options, language="en"))
+        retry_with(job_id, "language en", replace(options, language="en"))
     elif button is offer.use_button and suggestion.on_disk:
-        window.retry_with(job_id, f"model {suggestion.name}", replace(options, model=suggestion.name))
+        retry_with(job_id, f"model {suggestion.name}", replace(options, model=suggestion.name))
     elif button is offer.use_button:
-        window.models_dialog = window.open_models(suggestion.name)
-        window.models_dialog.downloaded.connect(
-            lambda name: window.retry_with(job_id, f"model {name}", replace(window.settings.job_options(), model=name))
+        open_models(suggestion.name).downloaded.connect(
+            lambda name: retry_with(job_id, f"model {name}", replace(job_options(), model=name))
         )

@@ -4,16 +4,18 @@ that works stays; "Retry download")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.core.engine.models import BUNDLED_MODEL, CATALOG
-from app.core.queue.jobs import JobNotFoundError
+from app.core.queue.jobs import JobNotFoundError, JobStore
+from app.gui.settings.language_offer import RetryWith
 
 if TYPE_CHECKING:
-    from app.gui.window import MainWindow
+    from app.gui.settings.models_dialog import ModelsDialog
 
 
 class MissingModelOffer(QMessageBox):
@@ -38,33 +40,39 @@ class MissingModelOffer(QMessageBox):
         self.setDefaultButton(self.download_button or self.builtin_button)
 
 
-def offer_missing_model(window: MainWindow, job_id: int) -> MissingModelOffer | None:
-    """Ask how a job whose model is missing goes on; the answer queues it again (this job only)."""
-    if window.model_offer is not None and window.model_offer.isVisible():
-        return None  # one question at a time; the other failures stay in the queue with their reason
+def offer_missing_model(
+    parent: QWidget, store: JobStore, job_id: int, retry_with: RetryWith, open_models: Callable[[str], ModelsDialog]
+) -> MissingModelOffer | None:
+    """Ask how a job whose model is missing goes on; the answer queues it again (this job only) through
+    ``retry_with``; a download opens the model manager with ``open_models``. None when the job is gone."""
     try:
-        job = window.store.get(job_id)
+        job = store.get(job_id)
     except JobNotFoundError:
         return None
     model = job.options.model or BUNDLED_MODEL
-    offer = MissingModelOffer(window, job.source.name, model)
-    offer.buttonClicked.connect(lambda button: _answer(window, job_id, offer, button))
-    window.model_offer = offer
+    offer = MissingModelOffer(parent, job.source.name, model)
+    offer.buttonClicked.connect(lambda button: _answer(offer, button, store, job_id, retry_with, open_models))
     offer.open()
     return offer
 
 
-def _answer(window: MainWindow, job_id: int, offer: MissingModelOffer, button: object) -> None:
+def _answer(
+    offer: MissingModelOffer,
+    button: object,
+    store: JobStore,
+    job_id: int,
+    retry_with: RetryWith,
+    open_models: Callable[[str], ModelsDialog],
+) -> None:
     try:
-        options = window.store.get(job_id).options
+        options = store.get(job_id).options
     except JobNotFoundError:
         return
     if button is offer.builtin_button:
-        window.retry_with(job_id, f"the built-in {BUNDLED_MODEL}", replace(options, model=BUNDLED_MODEL))
+        retry_with(job_id, f"the built-in {BUNDLED_MODEL}", replace(options, model=BUNDLED_MODEL))
     elif offer.download_button is not None and button is offer.download_button:
-        dialog = window.open_models(offer.model)
-        window.models_dialog = dialog
-        dialog.downloaded.connect(lambda name: window.retry_with(job_id, f"model {name}", replace(options, model=name)))
+        dialog = open_models(offer.model)
+        dialog.downloaded.connect(lambda name: retry_with(job_id, f"model {name}", replace(options, model=name)))
 
 
 class DownloadFailedNotice(QMessageBox):

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMessageBox,
     QPushButton,
+    QStatusBar,
     QVBoxLayout,
     QWidget,
 )
@@ -32,7 +33,8 @@ from app.gui.error_dialog import show_error
 from app.gui.main_thread import run_off_main_thread
 
 if TYPE_CHECKING:
-    from app.gui.window import MainWindow
+    from app.core.queue.jobs import JobStore
+    from app.core.transcript.document import Transcript
 
 NAME_ROLE = Qt.ItemDataRole.UserRole  # the list item's speaker name, apart from its displayed text
 
@@ -225,47 +227,55 @@ def enroll_speaker(
     )
 
 
-def remember_speaker(window: MainWindow, speaker: str, name: str | None = None) -> threading.Thread | None:
-    """Enroll ``speaker`` of the transcript the window shows, under the name it has (asked for when it has none);
-    the voice is measured on a thread of its own and the window's status bar says how it went."""
+def remember_speaker(
+    parent: QWidget,
+    status: QStatusBar,
+    store: JobStore,
+    job_id: int | None,
+    transcript: Transcript | None,
+    speaker: str,
+    name: str | None,
+    threads: list[threading.Thread],
+) -> threading.Thread | None:
+    """Enroll ``speaker`` of job ``job_id``'s ``transcript`` (the one on show), under the name it has (asked for
+    when it has none); the voice is measured on a thread of its own, kept in ``threads`` while it runs, and
+    ``status`` says how it went."""
     from app.core.engine.speakers import check_name
 
-    view = window.transcript_view
-    transcript, job_id = view.transcript, view.job_id
     if not speaker or transcript is None or job_id is None or transcript.diarization is None:
         return None
     if name is None:
         suggestion = "" if speaker.startswith("SPEAKER_") else speaker
         name, accepted = QInputDialog.getText(
-            window, "Remember this speaker", f"Name {speaker}'s voice in new transcripts as:", text=suggestion
+            parent, "Remember this speaker", f"Name {speaker}'s voice in new transcripts as:", text=suggestion
         )
         if not accepted:
             return None
 
     def failed(error: Exception) -> None:
-        window.statusBar().clearMessage()
+        status.clearMessage()
         text = str(error) if isinstance(error, ScribaError) else f"{type(error).__name__}: {error}"
-        show_error(window, "Scriba: remember speaker", text)
+        show_error(parent, "Scriba: remember speaker", text)
 
     try:
         name = check_name(name)
     except ScribaError as error:
         failed(error)
         return None
-    source = window.store.get(job_id).source
+    source = store.get(job_id).source
     turns = [(turn.start, turn.end, turn.speaker) for turn in transcript.diarization.turns]
-    directory = window.store.directory
+    directory = store.directory
 
     def ended(result: str | Exception) -> None:
-        window.remember_threads.remove(thread)
+        threads.remove(thread)
         if isinstance(result, Exception):
             failed(result)
         else:
-            window.statusBar().showMessage(result, 15000)
+            status.showMessage(result, 15000)
 
-    window.statusBar().showMessage(f"Remembering {name}'s voice…")
+    status.showMessage(f"Remembering {name}'s voice…")
     thread = run_off_main_thread(
         lambda: enroll_speaker(directory, name, source, turns, speaker), ended, ended, name="remember-speaker"
     )
-    window.remember_threads.append(thread)
+    threads.append(thread)
     return thread

@@ -384,6 +384,11 @@ class TranscriptView(QWidget):
         self.editor.setTextCursor(cursor)
         self.editor.ensureCursorVisible()
 
+    def focus_search(self) -> None:
+        """Edit › Find in transcript: the search field, its text selected to be typed over."""
+        self.search.setFocus()
+        self.search.selectAll()
+
     def find_next(self) -> None:
         ranges = self._match_ranges(self.search.text())
         if not ranges:
