@@ -7,16 +7,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.scriba-installed
 # espeak-ng: synthetic multi-voice speech for the tests. Then what Qt (PySide6) needs to open a window and play
 # audio offscreen on a minimal Debian. xvfb, xterm, xclip: dictation typed into (and copied for) a real second
-# program on a real X server (tests/test_desktop_x11.py).
+# program on a real X server (tests/test_desktop_x11.py). desktop-file-utils: the menu entry that
+# `scriba --install-desktop-entry` writes is checked with desktop-file-validate (tests/test_install.py).
 # Qt's xcb platform plugin (the window on an X11 desktop): what libqxcb.so links against beyond libxcb itself.
 # A fresh Debian desktop lacks libxcb-cursor0, libxcb-icccm4 and libxcb-keysyms1, and `scriba` then cannot open.
 QT_XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-util1 libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libx11-xcb1
-APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip wl-clipboard
+APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip wl-clipboard desktop-file-utils
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
+.PHONY: dist gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
 
 venv: $(STAMP)
 
@@ -95,6 +96,16 @@ bench: venv system-deps
 	$(BIN)/python benchmarks/bench_dictation.py
 	$(BIN)/python benchmarks/bench_dictation.py --minutes 10
 	$(BIN)/python benchmarks/bench_speakers.py
+
+# The wheel and sdist in dist/, for `pipx install dist/scriba-*.whl` or `uv tool install dist/scriba-*.whl`
+# (then `scriba --install-desktop-entry` puts it in the applications menu; docs/packaging.md). uv builds the wheel
+# from the sdist: one built straight from the checkout would carry whatever an older build left in build/lib.
+# tests/test_install.py builds, installs and opens the same wheel.
+dist:
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	rm -f dist/scriba-*.whl dist/scriba-*.tar.gz
+	uv build --quiet --out-dir dist .
+	@ls -l dist/scriba-*.whl dist/scriba-*.tar.gz
 
 # One-folder bundle in dist/scriba (packaging/scriba.spec), then a check that the frozen `scriba` runs: version,
 # queue, a real transcription, the queue's spawned child, the window (packaging/check_bundle.sh).
