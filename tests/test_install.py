@@ -65,12 +65,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
         UV_NO_PROGRESS="1",
         XDG_DATA_HOME=str(base / "share"),
         XDG_CONFIG_HOME=str(base / "config"),
-        XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME", str(base / "cache")),
+        XDG_CACHE_HOME=str(base / "cache"),
         SCRIBA_DATA_DIR=str(base / "data"),
     )
     (base / "data").mkdir()
-    # uv's own cache (not XDG_CACHE_HOME's, which the tests isolate): where `make venv` left the wheels.
-    env["UV_CACHE_DIR"] = run([uv(), "cache", "dir"], {**os.environ}).stdout.strip()
+    # uv's own cache, where `make venv` left the wheels: read before the XDG folders are the test's (a module
+    # fixture is set up before the function-scoped isolation of conftest.py).
+    env["UV_CACHE_DIR"] = run([uv(), "cache", "dir"], {**os.environ, "SCRIBA_DATA_DIR": str(base)}).stdout.strip()
     dist = base / "dist"
     run([uv(), "build", "--quiet", "--out-dir", str(dist), str(ROOT)], env)
     (wheel,) = dist.glob("scriba-*.whl")
