@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -444,3 +445,176 @@ def test_a_locked_queue_is_not_taken_for_a_corrupt_one(tmp_path: Path) -> None:
     assert not is_corruption(sqlite3.OperationalError("database is locked"))
     assert not is_corruption(sqlite3.OperationalError("database or disk is full"))
     assert is_corruption(sqlite3.DatabaseError("file is not a database"))
+
+
+# ----------------------------------------------------------------------------------------- state changes, one by one
+
+CLAIM_ALL_AND_DIE = (
+    "import os, sys; from pathlib import Path; from app.core.queue.jobs import JobStore;"
+    "s = JobStore(Path(sys.argv[1]), recover=False)\n"
+    "while s.claim_next() is not None: pass\n"
+    "os._exit(0)"
+)
+
+
+def _left_running_by_a_dead_process(directory: Path, names: str) -> tuple[JobStore, list[int]]:
+    """Jobs a worker claimed before it was killed, and a store that has not looked for such jobs yet."""
+    store = JobStore(directory, recover=False)
+    ids = [store.add(directory / f"{name}.wav", JobOptions()).id for name in names]
+    subprocess.run([sys.executable, "-c", CLAIM_ALL_AND_DIE, str(directory)], check=True)
+    assert [store.get(job_id).state for job_id in ids] == [JobState.RUNNING] * len(ids)
+    return store, ids
+
+
+def test_claim_takes_one_queued_job_for_a_named_worker(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    first, second = (store.add(tmp_path / f"{name}.wav", JobOptions()).id for name in "ab")
+    before = time.time()
+    taken = store.claim(second, "offload:lambda")
+    assert (taken.id, taken.state, taken.worker, taken.attempts) == (second, JobState.RUNNING, "offload:lambda", 1)
+    assert taken.started_at is not None and before <= taken.started_at <= time.time()
+    assert store.get(second) == taken
+    # The local worker leaves it alone and takes the other one.
+    assert store.claim_next().id == first  # type: ignore[union-attr]
+    assert store.claim_next() is None
+    with pytest.raises(JobStateError, match=r"^job 2 \(b\.wav\) is running, not queued: it cannot be taken$"):
+        store.claim(second, "offload:vast")
+    assert store.get(second).worker == "offload:lambda" and store.get(second).attempts == 1
+
+
+def test_claim_starts_a_retried_job_afresh(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "a.wav", JobOptions()).id
+    store.claim(job, "offload:lambda")
+    store.report_progress(job, 0.7, "transcribe", speed=2.0, eta=9.0)
+    store.fail(job, "the machine went away")
+    store.set_note(job, "retried by hand")
+    store.retry(job)
+    again = store.claim(job, "offload:runpod")
+    assert (again.progress, again.stage, again.speed, again.eta, again.error, again.note) == (
+        0,
+        "",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert (again.finished_at, again.attempts, again.worker) == (None, 2, "offload:runpod")
+
+
+def test_claim_next_names_the_worker(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    for name in "ab":
+        store.add(tmp_path / f"{name}.wav", JobOptions())
+    before = time.time()
+    named = store.claim_next("window")
+    unnamed = store.claim_next()
+    assert named is not None and unnamed is not None
+    assert named.worker == "window"
+    assert unnamed.worker == f"{socket.gethostname()}:{os.getpid()}"  # this host and process
+    assert unnamed.started_at is not None and before <= unnamed.started_at <= time.time()
+
+
+def test_finish_leaves_no_exports_pending_unless_asked(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    plain, exporting = (store.add(tmp_path / f"{name}.wav", JobOptions()).id for name in "ab")
+    store.claim_next()
+    store.claim_next()
+    assert not store.finish(plain, _transcript(), speed=4.0).exports_pending
+    assert store.finish(exporting, _transcript(), exports_pending=True).exports_pending
+    assert [job.id for job in store.pending_exports()] == [exporting]
+    done = store.get(plain)
+    assert (done.speed, done.eta, done.progress, done.worker) == (4.0, 0, 1, None)
+
+
+def test_requeue_gives_a_running_job_back_from_the_start(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "a.wav", JobOptions()).id
+    store.claim_next()
+    store.report_progress(job, 0.6, "diarize", eta=30.0)
+    store.cancel(job)  # flagged; the worker stops and hands it back instead
+    back = store.requeue(job, "the window closed while it ran")
+    assert (back.state, back.progress, back.stage, back.eta) == (JobState.QUEUED, 0, "", None)
+    assert (back.note, back.worker, back.cancel_requested) == ("the window closed while it ran", None, False)
+    # Only a running job is handed back: a queued or finished one is left as it is.
+    assert store.requeue(job, "again") == back
+    store.claim_next()
+    store.fail(job, "broken")
+    assert store.requeue(job).state is JobState.FAILED and store.get(job).error == "broken"
+
+
+def test_an_unknown_id_is_named_in_the_error(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    store.add(tmp_path / "a.wav", JobOptions())
+    for action in (store.cancel, store.remove, store.retry, lambda job_id: store.move(job_id, 1)):
+        with pytest.raises(JobNotFoundError, match=r"^no job 41 in the queue") as raised:
+            action(41)
+        assert raised.value.job_id == 41
+
+
+def test_remove_deletes_the_jobs_transcript_only(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    gone, kept = (store.add(tmp_path / f"{name}.wav", JobOptions()).id for name in "ab")
+    for job in (gone, kept):
+        store.claim(job, "test")
+        store.finish(job, _transcript())
+    store.remove(gone)
+    assert sorted(path.name for path in store.transcripts_dir.iterdir()) == [f"{kept}.json"]
+    assert [job.id for job in store.jobs()] == [kept]
+
+
+def test_retry_puts_the_job_last_with_new_options(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    first, second, third = (store.add(tmp_path / f"{name}.wav", JobOptions(model="tiny")).id for name in "abc")
+    store.claim(first, "test")
+    store.fail(first, "wrong model")
+    retried = store.retry(first, JobOptions(model="small", language="de"))
+    assert retried.position == 4 and (retried.options.model, retried.options.language) == ("small", "de")
+    assert store.get(second).options.model == "tiny"  # only the retried job's options change
+    assert [store.claim_next().id for _ in range(3)] == [second, third, first]  # type: ignore[union-attr]
+
+
+def test_move_numbers_the_positions_from_one(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    ids = [store.add(tmp_path / f"{name}.wav", JobOptions()).id for name in "abcd"]
+    store.move(ids[0], 10)  # the first to the bottom, clamped
+    assert [(job.id, job.position) for job in store.jobs()] == [(ids[1], 1), (ids[2], 2), (ids[3], 3), (ids[0], 4)]
+    store.move(ids[1], 2)
+    assert [job.id for job in store.jobs()] == [ids[2], ids[3], ids[1], ids[0]]
+
+
+def test_acting_on_one_job_of_a_dead_process_leaves_its_other_jobs_alone(tmp_path: Path) -> None:
+    """Cancel, remove and retry take back the job they name; the dead worker's other jobs wait for the sweep."""
+    store, (cancelled, removed, retried, untouched) = _left_running_by_a_dead_process(tmp_path, "abcd")
+    assert store.cancel(cancelled).state is JobState.CANCELLED
+    store.remove(removed)
+    back = store.retry(retried)
+    assert back.state is JobState.QUEUED and back.position == 3 and "interrupted" in (back.note or "")
+    assert store.get(untouched).state is JobState.RUNNING
+    assert store.recover_interrupted() == [untouched]
+
+
+def test_retry_of_a_finished_job_while_a_dead_process_holds_another(tmp_path: Path) -> None:
+    store, [stuck] = _left_running_by_a_dead_process(tmp_path, "a")
+    failed = store.add(tmp_path / "b.wav", JobOptions()).id
+    store.claim(failed, "test")
+    store.fail(failed, "broken")
+    again = store.retry(failed)
+    assert (again.state, again.error, again.position) == (JobState.QUEUED, None, 3)
+    assert store.get(stuck).state is JobState.RUNNING
+
+
+def test_a_job_of_another_machine_is_taken_back_once_it_stops_reporting(tmp_path: Path) -> None:
+    """A data folder on a network share: a worker on another host cannot be checked by pid (the same pid may be
+    alive here), only by how long ago it last reported."""
+    store = JobStore(tmp_path, recover=False)
+    silent, reporting = (store.add(tmp_path / f"{name}.wav", JobOptions()).id for name in "ab")
+    store.claim_next()
+    store.claim_next()
+    # The rows as a worker on "render-box" writes them; it has this process's pid and start time by chance.
+    with sqlite3.connect(tmp_path / "queue.sqlite3") as db:
+        db.execute("UPDATE jobs SET worker_host = 'render-box'")
+        db.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (time.time() - 3600, silent))
+        db.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (time.time() - 5, reporting))
+    assert store.recover_interrupted() == [silent]
+    assert store.get(silent).state is JobState.QUEUED and store.get(reporting).state is JobState.RUNNING
