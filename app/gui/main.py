@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 from types import TracebackType
 
+import shiboken6
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
@@ -49,14 +50,18 @@ class CrashReporter(QObject):
         threading.excepthook = self._thread_excepthook
 
     def _excepthook(self, kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+        # After the application was torn down (a thread ending after the window closed) no dialog can show.
+        alive = shiboken6.isValid(self)
         if isinstance(value, ScribaError):
             # Written for the user, not a bug: its one line in the error dialog, and nothing in crash.log.
             log.warning("%s", value)
-            self.user_error.emit(str(value))
+            if alive:
+                self.user_error.emit(str(value))
             return
         text = "".join(traceback.format_exception(kind, value, trace))
         self._record(text)
-        self.crashed.emit(text)
+        if alive:
+            self.crashed.emit(text)
 
     def _thread_excepthook(self, args: threading.ExceptHookArgs) -> None:
         if args.exc_value is None:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import shiboken6
 from PySide6.QtCore import QObject, Qt, Signal
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def deliver_on_main_thread(slot: Callable[[T], None]) -> Callable[[T], None]:
     of the calls.
 
     Call this on the main thread. When ``slot`` is a method of a QObject that is deleted meanwhile, Qt drops the
-    delivery (as it does for any connection).
+    delivery (as it does for any connection); a call after the application itself was torn down is dropped too.
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("deliver_on_main_thread must be called on the main thread")
@@ -56,7 +57,15 @@ def deliver_on_main_thread(slot: Callable[[T], None]) -> Callable[[T], None]:
     def deliver(value: T) -> None:
         with _in_flight_lock:
             _in_flight[delivery] = _in_flight.get(delivery, 0) + 1
-        delivery.call.emit(value)
+        try:
+            delivery.call.emit(value)
+        except RuntimeError:
+            # The application is gone (the window closed while this thread worked): nobody is left to tell.
+            if shiboken6.isValid(delivery):
+                raise
+            with _in_flight_lock:
+                _in_flight.pop(delivery, None)
+            log.debug("a result for a closed window was dropped: %r", value)
 
     return deliver
 

@@ -93,3 +93,53 @@ def test_a_signal_closes_the_window_as_quit_does(
     _, alive = psutil.wait_procs(engines, timeout=10)
     assert alive == [], alive
     assert settings.load().window.geometry is not None  # saved on the way out, as File > Quit does
+
+
+def test_closing_while_the_first_run_page_reads_the_machine_is_quiet(tmp_path: Path) -> None:
+    """The first-run page reads this computer in a child process; the window closed before that child answers
+    drops the late answer: no traceback, exit status 0."""
+    # The child that reads the machine (a spawned multiprocessing child) made slow, so the window closes first.
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import sys, time\nif '--multiprocessing-fork' in sys.argv:\n    time.sleep(8)\n", encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "QT_QPA_PLATFORM": "offscreen",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([str(slow), str(Path(__file__).parents[2])]),
+    }
+    window = subprocess.Popen(
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(window.stdout or []), daemon=True)
+    reader.start()
+    try:
+
+        def reading_the_machine() -> list[psutil.Process]:
+            return [
+                child
+                for child in psutil.Process(window.pid).children(recursive=True)
+                if "--multiprocessing-fork" in child.cmdline()
+            ]
+
+        wait_for(lambda: bool(reading_the_machine()), 120, lambda: "".join(lines))
+        (child,) = reading_the_machine()
+        window.send_signal(signal.SIGTERM)  # closes the window as File > Quit does
+        code = window.wait(timeout=60)
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE  # it answered before the exit
+    finally:
+        if window.poll() is None:
+            os.killpg(window.pid, signal.SIGKILL)
+            window.wait()
+    reader.join(10)
+    output = "".join(lines)
+    assert "Traceback" not in output and "RuntimeError" not in output, output
+    assert code == 0, output
