@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.core.queue.jobs import STORAGE_ERRORS, Job, JobStore, storage_reason
 from app.core.transcript.document import Transcript
-from app.core.transcript.formats import stem_and_format
+from app.core.transcript.formats import WHOLE, ExportStyle, stem_and_format
 from app.core.transcript.save import SavedTranscript, save_transcript
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,17 @@ def _auto_export_to(store: JobStore, job: Job, transcript: Transcript, directory
     return note
 
 
-def export_job(store: JobStore, job_id: int, directory: Path, formats: Iterable[str]) -> SavedTranscript:
+def export_job(
+    store: JobStore, job_id: int, directory: Path, formats: Iterable[str], style: ExportStyle = WHOLE
+) -> SavedTranscript:
     """A done job's transcript exported by hand (the window's Export…, `scriba queue export`): named after its
-    recording; any file Scriba wrote and nobody changed since may be replaced."""
+    recording; any file Scriba wrote and nobody changed since may be replaced. ``style``: what the formats people
+    read show besides the words."""
     job = store.get(job_id)
     transcript = store.load_transcript(job_id)
-    return save_transcript(transcript, directory, job.source.stem, formats, record=store, protect=(job.source,))
+    return save_transcript(
+        transcript, directory, job.source.stem, formats, record=store, protect=(job.source,), style=style
+    )
 
 
 def refresh_exports(store: JobStore, job_id: int) -> SavedTranscript | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.core.transcript.document import Segment, Transcript, Word
@@ -17,6 +18,25 @@ FORMATS = ("txt", "srt", "vtt", "json", "md", "csv", "tsv", "html", "docx", "qda
 DEFAULT_FORMATS = ("txt", "srt", "vtt", "json")
 # File name endings where the format's name is not one: QDA programs import plain .txt files.
 SUFFIXES = {"qda": ".qda.txt"}
+
+
+@dataclass(frozen=True)
+class ExportStyle:
+    """What the formats people read show besides the words; all on is each format as it always was. Each switch
+    only takes something away, in the formats :data:`STYLED` lists for it (json, csv and tsv are data: whole)."""
+
+    timestamps: bool = True  # the time each paragraph starts
+    speakers: bool = True  # the speaker's name before what they say
+    paragraphs: bool = True  # a speaker's consecutive segments joined; off: one paragraph per segment
+
+
+# The formats each switch of ExportStyle changes (subtitles keep their cue times: they are what a subtitle is).
+STYLED: dict[str, tuple[str, ...]] = {
+    "timestamps": ("txt", "md", "html", "docx", "qda"),
+    "speakers": ("txt", "srt", "vtt", "md", "html", "docx", "qda"),
+    "paragraphs": ("txt", "md", "html", "docx", "qda"),
+}
+WHOLE = ExportStyle()
 
 
 def filename(stem: str, fmt: str) -> str:
@@ -37,20 +57,21 @@ MAX_CUE_SECONDS = 7.0
 MAX_CUE_CHARS = 84
 
 
-def to_txt(transcript: Transcript) -> str:
+def to_txt(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     """One paragraph per speaker turn, headed by the speaker and the time the turn starts."""
-    blocks = [_paragraph(speaker, start, [text]) for speaker, start, _end, text in paragraphs(transcript)]
+    blocks = [_paragraph(speaker, start, text, style) for speaker, start, _end, text in paragraphs(transcript, style)]
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
-def paragraphs(transcript: Transcript) -> list[tuple[str | None, float, float, str]]:
-    """Consecutive segments of one speaker merged: (speaker, start, end, text), the unit people read."""
+def paragraphs(transcript: Transcript, style: ExportStyle = WHOLE) -> list[tuple[str | None, float, float, str]]:
+    """Consecutive segments of one speaker merged (each on its own when ``style.paragraphs`` is off): (speaker,
+    start, end, text), the unit people read. The speaker is kept here whatever the style: turns stay apart."""
     merged: list[tuple[str | None, float, float, str]] = []
     for segment in transcript.segments:
         text = segment.text.strip()
         if not text:
             continue
-        if merged and merged[-1][0] == segment.speaker:
+        if style.paragraphs and merged and merged[-1][0] == segment.speaker:
             speaker, start, _end, before = merged[-1]
             merged[-1] = (speaker, start, segment.end, f"{before} {text}")
         else:
@@ -58,11 +79,19 @@ def paragraphs(transcript: Transcript) -> list[tuple[str | None, float, float, s
     return merged
 
 
-def _paragraph(speaker: str | None, start: float, texts: list[str]) -> str:
-    body = " ".join(texts)
+def _paragraph(speaker: str | None, start: float, body: str, style: ExportStyle) -> str:
+    # A transcript without speakers is plain text, as before the styles; with them, each turn has its head line.
     if speaker is None:
         return body
-    return f"[{timestamp_seconds(start)}] {speaker}:\n{body}"
+    head = [f"[{timestamp_seconds(start)}]"] * style.timestamps + [f"{speaker}:"] * style.speakers
+    return f"{' '.join(head)}\n{body}" if head else body
+
+
+def _nameless(transcript: Transcript, style: ExportStyle) -> Transcript:
+    """The transcript as a format that shows a segment's speaker itself sees it with ``style``."""
+    if style.speakers:
+        return transcript
+    return replace(transcript, segments=tuple(replace(segment, speaker=None) for segment in transcript.segments))
 
 
 def _cues(transcript: Transcript) -> list[Segment]:
@@ -100,9 +129,9 @@ def _cues(transcript: Transcript) -> list[Segment]:
     return cues
 
 
-def to_srt(transcript: Transcript) -> str:
+def to_srt(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     blocks = []
-    for index, cue in enumerate(_cues(transcript), start=1):
+    for index, cue in enumerate(_cues(_nameless(transcript, style)), start=1):
         label = f"[{cue.speaker}] " if cue.speaker else ""
         blocks.append(
             f"{index}\n{timestamp(cue.start, ',')} --> {timestamp(cue.end, ',')}\n{label}{cue.text.strip()}\n"
@@ -114,9 +143,9 @@ def _escape_vtt(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def to_vtt(transcript: Transcript) -> str:
+def to_vtt(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     blocks = ["WEBVTT\n"]
-    for cue in _cues(transcript):
+    for cue in _cues(_nameless(transcript, style)):
         text = _escape_vtt(cue.text.strip())
         if cue.speaker:
             text = f"<v {_escape_vtt(cue.speaker)}>{text}"
@@ -124,7 +153,7 @@ def to_vtt(transcript: Transcript) -> str:
     return "\n".join(blocks)
 
 
-def to_json(transcript: Transcript) -> str:
+def to_json(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     return json.dumps(transcript.to_dict(), ensure_ascii=False, indent=2) + "\n"
 
 
@@ -138,12 +167,14 @@ def _about(transcript: Transcript) -> str:
     return f"{clock(transcript.duration)} of audio, {transcript.model}, language {transcript.language}{speakers}"
 
 
-def to_md(transcript: Transcript) -> str:
+def to_md(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     lines = [f"# {_md_escape(_title(transcript))}", "", f"*{_md_escape(_about(transcript))}*", ""]
     lines += [f"> **Warning:** {_md_escape(warning)}\n" for warning in transcript.warnings]
-    for speaker, start, _end, text in paragraphs(transcript):
-        who = f" **{_md_escape(speaker)}:**" if speaker else ""
-        lines += [f"`{timestamp_seconds(start)}`{who} {_md_escape(text)}", ""]
+    for speaker, start, _end, text in paragraphs(transcript, style):
+        head = [f"`{timestamp_seconds(start)}`"] * style.timestamps
+        if speaker and style.speakers:
+            head.append(f"**{_md_escape(speaker)}:**")
+        lines += [" ".join([*head, _md_escape(text)]), ""]
     return "\n".join(lines)
 
 
@@ -179,40 +210,41 @@ def _table(transcript: Transcript, delimiter: str) -> str:
     return buffer.getvalue()
 
 
-def to_csv(transcript: Transcript) -> str:
+def to_csv(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     # The byte-order mark tells Excel the file is UTF-8 (without it, accents come out garbled there).
     return "\ufeff" + _table(transcript, ",")
 
 
-def to_tsv(transcript: Transcript) -> str:
+def to_tsv(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     return _table(transcript, "\t")
 
 
-def to_html(transcript: Transcript) -> str:
+def to_html(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     from html import escape
 
     colours = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
     order = {speaker: index for index, speaker in enumerate(dict.fromkeys(s.speaker for s in transcript.segments))}
     body = [f"<h1>{escape(_title(transcript))}</h1>", f'<p class="about">{escape(_about(transcript))}</p>']
     body += [f'<p class="warning">{escape(warning)}</p>' for warning in transcript.warnings]
-    for speaker, start, _end, text in paragraphs(transcript):
+    for speaker, start, _end, text in paragraphs(transcript, style):
         colour = colours[order.get(speaker, 0) % len(colours)]
-        who = f'<span class="speaker" style="color:{colour}">{escape(speaker)}</span> ' if speaker else ""
-        time = f'<span class="time" data-start="{start:.2f}">{timestamp_seconds(start)}</span>'
-        body.append(f"<p>{time} {who}{escape(text)}</p>")
-    style = (
+        shown = speaker if style.speakers else None
+        who = f'<span class="speaker" style="color:{colour}">{escape(shown)}</span> ' if shown else ""
+        time = f'<span class="time" data-start="{start:.2f}">{timestamp_seconds(start)}</span> ' * style.timestamps
+        body.append(f"<p>{time}{who}{escape(text)}</p>")
+    css = (
         "body{font:16px/1.6 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em}"
         ".time{color:#777;font:13px monospace;margin-right:.5em}.speaker{font-weight:600}"
         ".about{color:#777}.warning{color:#b35900}"
         "@media(prefers-color-scheme:dark){body{background:#1e1e1e;color:#ddd}}"
     )
-    head = f'<meta charset="utf-8"><title>{escape(_title(transcript))}</title><style>{style}</style>'
+    head = f'<meta charset="utf-8"><title>{escape(_title(transcript))}</title><style>{css}</style>'
     return f'<!DOCTYPE html>\n<html lang="{escape(transcript.language)}">\n<head>{head}</head>\n<body>\n' + (
         "\n".join(body) + "\n</body>\n</html>\n"
     )
 
 
-def to_docx(transcript: Transcript) -> bytes:
+def to_docx(transcript: Transcript, style: ExportStyle = WHOLE) -> bytes:
     """A Word document: the title, where it came from, then one paragraph per speaker turn (its time in grey,
     the speaker in bold). Opens in Word, LibreOffice and Google Docs."""
     import io
@@ -227,12 +259,13 @@ def to_docx(transcript: Transcript) -> bytes:
     about.runs[0].italic = True
     for warning in transcript.warnings:
         document.add_paragraph(f"Warning: {warning}").runs[0].bold = True
-    for speaker, start, _end, text in paragraphs(transcript):
+    for speaker, start, _end, text in paragraphs(transcript, style):
         paragraph = document.add_paragraph()
-        time_run = paragraph.add_run(f"{timestamp_seconds(start)}  ")
-        time_run.font.size = Pt(9)
-        time_run.font.color.rgb = RGBColor(0x77, 0x77, 0x77)
-        if speaker:
+        if style.timestamps:
+            time_run = paragraph.add_run(f"{timestamp_seconds(start)}  ")
+            time_run.font.size = Pt(9)
+            time_run.font.color.rgb = RGBColor(0x77, 0x77, 0x77)
+        if speaker and style.speakers:
             paragraph.add_run(f"{speaker}: ").bold = True
         paragraph.add_run(text)
     stream = io.BytesIO()
@@ -240,18 +273,18 @@ def to_docx(transcript: Transcript) -> bytes:
     return stream.getvalue()
 
 
-def to_qda(transcript: Transcript) -> str:
+def to_qda(transcript: Transcript, style: ExportStyle = WHOLE) -> str:
     """Paragraphs that open with ``[hh:mm:ss]`` and ``Speaker:``, a blank line between them: the layout MAXQDA's
     "transcript with timestamps" import, ATLAS.ti's and NVivo's transcript imports read, linking each paragraph
     to its place in the recording (and, in MAXQDA, coding it by speaker)."""
     blocks = []
-    for speaker, start, _end, text in paragraphs(transcript):
-        who = f"{speaker}: " if speaker else ""
-        blocks.append(f"[{timestamp_seconds(start)}] {who}{' '.join(text.split())}")
+    for speaker, start, _end, text in paragraphs(transcript, style):
+        head = [f"[{timestamp_seconds(start)}]"] * style.timestamps + [f"{speaker}:"] * bool(speaker and style.speakers)
+        blocks.append(" ".join([*head, " ".join(text.split())]))
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
-RENDERERS: dict[str, Callable[[Transcript], str | bytes]] = {
+RENDERERS: dict[str, Callable[[Transcript, ExportStyle], str | bytes]] = {
     "txt": to_txt,
     "srt": to_srt,
     "vtt": to_vtt,
@@ -265,8 +298,9 @@ RENDERERS: dict[str, Callable[[Transcript], str | bytes]] = {
 }
 
 
-def render(transcript: Transcript, fmt: str) -> str | bytes:
+def render(transcript: Transcript, fmt: str, style: ExportStyle = WHOLE) -> str | bytes:
     try:
-        return RENDERERS[fmt](transcript)
+        renderer = RENDERERS[fmt]
     except KeyError:
         raise ValueError(f"unknown format '{fmt}': choose from {', '.join(FORMATS)}") from None
+    return renderer(transcript, style)

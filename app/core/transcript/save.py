@@ -12,7 +12,7 @@ from typing import Protocol
 
 from app.core.files import file_sha256, sha256_text, write_atomic
 from app.core.transcript.document import Transcript
-from app.core.transcript.formats import filename, render
+from app.core.transcript.formats import WHOLE, ExportStyle, filename, render
 
 
 class ExportRecord(Protocol):
@@ -124,6 +124,7 @@ def save_transcript(
     record: ExportRecord | None,
     protect: Iterable[Path] = (),
     fallback: Path | None = None,
+    style: ExportStyle = WHOLE,
 ) -> SavedTranscript:
     """The one way a transcript becomes files (`scriba transcribe`, `offload run` and its fleets, the queue's
     auto-export and `queue export`, the window's Export… and its refresh after an edit).
@@ -134,7 +135,7 @@ def save_transcript(
     Scriba's (no record: nothing is replaced), and never ``protect`` (the recordings themselves, whatever their
     names). Every file is written atomically and each format on its own: one that fails costs only itself. Formats
     the folder refuses go to ``fallback`` (the data folder's ``unsaved-exports``), so that a finished transcript is
-    never thrown away."""
+    never thrown away. ``style``: what the formats people read show besides the words (all, unless asked)."""
     formats = tuple(dict.fromkeys(formats))
     protected = tuple(Path(path) for path in protect)
 
@@ -147,7 +148,7 @@ def save_transcript(
             return False
         return recorded is not None and recorded == file_sha256(path)
 
-    result = _write_each(transcript, directory, stem, formats, replaceable, record)
+    result = _write_each(transcript, directory, stem, formats, replaceable, record, style)
     kept_note: str | None = None
     if result.renamed:
         inputs = [
@@ -169,7 +170,7 @@ def save_transcript(
         reasons = "; ".join(f"{fmt}: {describe_write_error(error)}" for fmt, error in result.failures.items())
         where = ""
         if fallback is not None:
-            kept = _write_each(transcript, fallback, result.stem, tuple(result.failures), replaceable, record)
+            kept = _write_each(transcript, fallback, result.stem, tuple(result.failures), replaceable, record, style)
             if kept.written:
                 where = f"; the transcript was kept in {', '.join(str(path) for path in kept.written)}"
             if kept.failures:
@@ -186,6 +187,7 @@ def _write_each(
     formats: tuple[str, ...],
     replaceable: Callable[[Path], bool],
     record: ExportRecord | None,
+    style: ExportStyle,
 ) -> ExportResult:
     """``directory/stem.fmt`` for every format (all under the first free ``stem-N`` when one of them may not be
     replaced), each on its own: one that fails (a renderer's bug, a full disk, a file too large) costs that
@@ -205,7 +207,7 @@ def _write_each(
     for fmt in formats:
         target = directory / filename(chosen, fmt)
         try:
-            text = render(transcript, fmt)
+            text = render(transcript, fmt, style)
             write_atomic(target, text)
         except Exception as error:  # independent formats: the others are still written
             failures[fmt] = error

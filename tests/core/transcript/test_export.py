@@ -200,7 +200,7 @@ def test_one_format_that_cannot_be_written_does_not_lose_the_others(tmp_path: Pa
 
 
 def test_a_renderer_that_raises_costs_only_its_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(transcript: Transcript) -> str:
+    def broken(transcript: Transcript, style: formats.ExportStyle) -> str:
         raise RuntimeError("a bug in the srt cue splitter")
 
     monkeypatch.setitem(formats.RENDERERS, "srt", broken)
