@@ -72,6 +72,14 @@ class WindowState:
     theme: str = "system"  # or "light", "dark" (View › Theme)
     # The first-run page (what this computer can run, which model) was answered; it does not open again by itself.
     first_run_done: bool = False
+    # The sheet of options opens when files are added (its "Don't ask again" turns it off, Settings back on).
+    ask_options_on_add: bool = True
+    # The export sheet's last choices: the folder, the formats (None: the job formats) and what the files show.
+    export_folder: str | None = None
+    export_formats: tuple[str, ...] | None = None
+    export_timestamps: bool = True
+    export_speakers: bool = True
+    export_paragraphs: bool = True
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,10 @@ def _upgrade_from_1(data: dict[str, Any]) -> dict[str, Any]:
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _upgrade_from_0, 1: _upgrade_from_1}
 
 
+# Fields outside the job part stored in a job option's shape (read and checked by that option's kind).
+_SHAPED: dict[tuple[type[Section], str], Option] = {(WindowState, "export_formats"): OPTION["formats"]}
+
+
 def _valid(name: str, value: Any, default: Any, option: Option | None) -> bool:
     if value is None:
         return default is None  # only what may be unset may be None
@@ -207,9 +219,9 @@ def _section_from_dict(kind: type[Section], data: Any, kept: dict[str, Any]) -> 
             kept[key] = value
             continue
         default = getattr(defaults, key)
-        option = OPTION.get(key) if kind is JobDefaults else None
+        option = OPTION.get(key) if kind is JobDefaults else _SHAPED.get((kind, key))
         if _valid(key, value, default, option):
-            values[key] = option.kind.from_json(value) if option is not None else value
+            values[key] = option.kind.from_json(value) if option is not None and value is not None else value
         else:
             log.warning("setting %s has an invalid value %r; using the default %r", key, value, default)
     return kind(**values)

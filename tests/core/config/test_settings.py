@@ -102,3 +102,15 @@ def test_the_task_is_one_of_two(tmp_path: Path) -> None:
     loaded = store.load()
     assert loaded.job.task == "transcribe" and loaded.job.prompt == "Okafor"
     assert loaded.with_job(task="translate").job_options().task == "translate"
+
+
+def test_the_export_sheets_choices_round_trip_and_bad_ones_fall_back(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    chosen = Settings().with_window(
+        export_folder="/srv/out", export_formats=("md", "qda"), export_speakers=False, ask_options_on_add=False
+    )
+    store.save(chosen)
+    assert json.loads(store.path.read_text())["window"]["export_formats"] == ["md", "qda"]
+    assert store.load() == chosen  # formats read back as the tuple they were
+    store.path.write_text(json.dumps({"version": 2, "window": {"export_formats": ["md", "pdf"], "export_speakers": 0}}))
+    assert store.load().window == WindowState()  # an unknown format or a non-bool: the default, not a crash
