@@ -96,3 +96,20 @@ def test_the_estimate_is_for_the_model_a_job_would_use(minute_flac: Path, capsys
     assert cmd_offload_estimate(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("estimated for large-v3: the model chosen in Settings") and "model large-v3," in out
+
+
+def test_offload_run_estimates_the_model_a_job_would_use(tmp_path: Path, minute_flac: Path) -> None:
+    """`offload run` prices (and rents for) the model `offload estimate` names: Settings' here, not another."""
+    SettingsStore(config_dir()).save(Settings().with_job(model="large-v3"))
+    # Not a terminal and no --yes: the estimate is said, then nothing is rented.
+    run = ("--data-dir", str(tmp_path / "data"), "offload", "run", str(minute_flac), "--provider", "vast")
+    chosen = scriba(*run)
+    assert chosen.returncode == 2 and "renting needs a yes" in chosen.stderr, chosen.stderr
+    assert "estimated for large-v3: the model chosen in Settings" in chosen.stderr
+    given = scriba(*run, "--model", "tiny.en")
+    assert "estimated for tiny.en: the model given with --model" in given.stderr, given.stderr
+
+    def minutes(stderr: str) -> str:
+        return next(line for line in stderr.splitlines() if line.startswith("estimate: "))
+
+    assert minutes(chosen.stderr) != minutes(given.stderr)  # large-v3's time and price are not tiny.en's

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +117,7 @@ def cmd_offload_run(args: argparse.Namespace, data_dir: Path) -> int:
         print(f"scriba: error: {problem}; nothing was launched", file=sys.stderr)
         return ExitCode.FAILED
     if args.provider != "ssh":
-        return _run_rented(args, resolved_options(job_options_from_args(args)), data_dir)
+        return _run_rented(args, _job_model_options(job_options_from_args(args)), data_dir)
     if args.gpus > 1:
         print("scriba: error: --gpus is for renting; for your own machines give --host once per host", file=sys.stderr)
         return ExitCode.USAGE
@@ -209,18 +210,32 @@ def _run_fleet(args: argparse.Namespace, endpoints: Sequence[Any], setup: Any, o
     return _export_results(args, options, result)
 
 
+def _job_model_options(options: JobOptions) -> JobOptions:
+    """The options with the model a job would run, as `offload estimate` prices it (--model, else the model in
+    Settings, else the best on disk), so that what is estimated is what the rented machine runs."""
+    from app.cli.offload_estimate import job_model
+
+    given = options.model if options.model not in (None, "auto") else None
+    model, chosen_by = job_model(given)
+    print(f"estimated for {model}: {chosen_by}", file=sys.stderr)
+    return replace(options, model=model)
+
+
 def _choose_option(args: argparse.Namespace, options: Any) -> Any:
     """The cheapest launchable row of the chosen provider (and GPU, when given) from the estimate."""
+    from app.cli.offload_estimate import job_model
     from app.cloud.pricing.estimate import Assumptions, Job, estimate
     from app.cloud.pricing.prices import MeasuredSpeeds, Throughput
     from app.cloud.providers import normalize_gpu_name
     from app.core.engine.audio import media_seconds
+    from app.core.engine.models import CATALOG
 
     seconds = sum(media_seconds(path) for path in args.inputs)
     size = sum(path.stat().st_size for path in args.inputs)
     job = Job(
         audio_seconds=seconds,
-        model=options.model or "large-v3",
+        # A model folder of the user's own has no speed figures: priced as the model a job would otherwise use.
+        model=options.model if options.model in CATALOG else job_model(None)[0],
         diarize=options.diarize,
         upload_bytes=size,
         files=len(args.inputs),
