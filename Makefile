@@ -7,12 +7,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.scriba-installed
 # espeak-ng: synthetic multi-voice speech for the tests. Then what Qt (PySide6) needs to open a window and play
 # audio offscreen on a minimal Debian. xvfb, xterm, xclip: dictation typed into (and copied for) a real second
-# program on a real X server (tests/test_desktop_x11.py). desktop-file-utils: the menu entry that
-# `scriba --install-desktop-entry` writes is checked with desktop-file-validate (tests/test_install.py).
+# program on a real X server (tests/test_desktop_x11.py). sway, foot, wtype, wl-clipboard, dbus-daemon: the same
+# on a real Wayland compositor (headless sway, foot as the receiving window) and the portal's stand-in on a
+# private D-Bus bus (tests/test_desktop_wayland.py); fonts-dejavu-core: a font for foot to draw with.
+# desktop-file-utils: the menu entry that `scriba --install-desktop-entry` writes is checked with
+# desktop-file-validate (tests/test_install.py).
 # Qt's xcb platform plugin (the window on an X11 desktop): what libqxcb.so links against beyond libxcb itself.
 # A fresh Debian desktop lacks libxcb-cursor0, libxcb-icccm4 and libxcb-keysyms1, and `scriba` then cannot open.
 QT_XCB_PACKAGES := libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-util1 libxkbcommon-x11-0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libx11-xcb1
-APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip wl-clipboard desktop-file-utils
+APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfontconfig1 libglib2.0-0 libdbus-1-3 libpulse0 libportaudio2 pulseaudio pulseaudio-utils libasound2-plugins openssh-server openssh-client redis-server xvfb xterm xclip wl-clipboard desktop-file-utils sway foot wtype dbus-daemon fonts-dejavu-core
 
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
