@@ -83,16 +83,21 @@ class Choice(Kind):
 
 @dataclass(frozen=True)
 class Language(Kind):
+    def codes(self) -> tuple[str, ...]:
+        """Every code Whisper knows, sorted (the list a form offers)."""
+        from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+        return tuple(sorted(_LANGUAGE_CODES))
+
     def parse(self, text: str) -> str:
         """A code Whisper knows (``en``, ``de`` …), refused at once otherwise: the job would fail later, as a
         mismatch with what the recording sounds like."""
-        from faster_whisper.tokenizer import _LANGUAGE_CODES
-
+        known = self.codes()
         code = text.strip().lower()
-        if code not in _LANGUAGE_CODES:
+        if code not in known:
             raise ValueError(
                 f"unknown language code '{text}': give a code such as en, de, fr or es, or leave the option out to "
-                f"detect the language (known codes: {', '.join(sorted(_LANGUAGE_CODES))})"
+                f"detect the language (known codes: {', '.join(known)})"
             )
         return code
 
