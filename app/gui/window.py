@@ -48,6 +48,7 @@ from app.gui.offload.launcher import OffloadLauncher
 from app.gui.offload.orphan_sweep import OrphanSweep
 from app.gui.queue.bridge import BatchTally, WorkerBridge
 from app.gui.queue.drop_zone import DropZone
+from app.gui.queue.options_sheet import ask_options
 from app.gui.queue.safety import ask_to_remove, ask_to_retry
 from app.gui.queue.table import QueueTable
 from app.gui.queue.time_range import TimeRangeDialog
@@ -59,8 +60,8 @@ from app.gui.settings.model_offer import DownloadFailedNotice, MissingModelOffer
 from app.gui.settings.models_dialog import ModelsDialog
 from app.gui.speakers.dialog import SpeakersDialog, remember_speaker
 from app.gui.theme import apply_theme
-from app.gui.transcript.export_dialog import export_to_chosen_folder
 from app.gui.transcript.export_refresh import ExportRefresher
+from app.gui.transcript.export_sheet import open_export_sheet
 from app.gui.transcript.view import TranscriptView
 from app.gui.window_state import decode_state, encode_state
 from app.resources import icon_path
@@ -106,7 +107,7 @@ class MainWindow(QMainWindow):
         self.offload_dialogs = self.offloads.dialogs
 
         self.drop_zone = DropZone()
-        self.drop_zone.paths_dropped.connect(self.add_paths)
+        self.drop_zone.paths_dropped.connect(self.ask_and_add)
         add_button = QPushButton("Add files…")
         add_button.clicked.connect(self.choose_files)
         folder_button = QPushButton("Add folder…")
@@ -323,12 +324,16 @@ class MainWindow(QMainWindow):
         )
         self._update_offload_action()
 
-    def add_paths(self, paths: Iterable[Path]) -> list[Job]:
+    def ask_and_add(self, paths: list[Path]) -> None:
+        advice = self.first_run_dialog.recommendation if self.first_run_dialog else None
+        self.options_sheet = ask_options(self, paths, self.settings, advice, self.add_paths, self._keep)
+
+    def add_paths(self, paths: Iterable[Path], options: JobOptions | None = None) -> list[Job]:
         files = media_files([Path(path) for path in paths])
         if not files:
             self.statusBar().showMessage("Nothing to add: no audio or video files there.", 8000)
             return []
-        options = self.settings.job_options()
+        options = options or self.settings.job_options()
         repeated = [path.name for path in files if self.store.find_by_source(path)]
         jobs = self.store.add_many(files, options)
         message = f"Added {len(jobs)} file(s) to the queue."
@@ -375,7 +380,7 @@ class MainWindow(QMainWindow):
         )
         if files:
             self._remember_folder(Path(files[0]).parent)
-            self.add_paths([Path(file) for file in files])
+            self.ask_and_add([Path(file) for file in files])
 
     def choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(
@@ -383,7 +388,7 @@ class MainWindow(QMainWindow):
         )
         if folder:
             self._remember_folder(Path(folder))
-            self.add_paths([Path(folder)])
+            self.ask_and_add([Path(folder)])
 
     def _remember_folder(self, folder: Path) -> None:
         self.settings = self.settings.with_window(last_folder=str(folder))
@@ -674,14 +679,12 @@ class MainWindow(QMainWindow):
         return export_job(self.store, job_id, directory, formats)
 
     def choose_export(self, formats: tuple[str, ...] | None = None) -> None:
-        job_id = self.selected_job_id()
-        if job_id is None or self.store.get(job_id).state is not JobState.DONE:
-            self.statusBar().showMessage("Select a finished job to export.", 5000)
-            return
-        chosen = formats if isinstance(formats, tuple) else self.settings.job.formats
-        start = self.settings.job.output_dir or self.settings.window.last_folder or ""
-        if said := export_to_chosen_folder(self, self.store, job_id, chosen, start):
-            self.statusBar().showMessage(said, 8000)
+        job_id, say = self.selected_job_id(), self.statusBar().showMessage
+        self.export_sheet = open_export_sheet(self, self.store, job_id, self.settings, formats, self._keep, say)
+
+    def _keep(self, changes: dict[str, object]) -> None:
+        self.settings = self.settings.with_window(**changes)
+        self.settings_store.save(self._with_window_state(self.settings))
 
     # ------------------------------------------------------------------------------------------- dictation
 

@@ -71,6 +71,7 @@ def test_drop_two_files_and_a_corrupt_one(open_window, qtbot, sample_dir: Path, 
     second.write_bytes((sample_dir / "sample.wav").read_bytes())
     window = open_window()
     drop(window.drop_zone, [sample_dir / "sample.wav", corrupt_file, second])
+    window.options_sheet.accept()  # the sheet of their options, answered with the defaults
     assert [job.source.name for job in window.store.jobs()] == ["sample.wav", corrupt_file.name, second.name]
     assert window.model.rowCount() == 3
 

@@ -8,6 +8,7 @@ keeps them in its settings (``remember``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.core.config.settings import Settings
 from app.core.queue.exports import export_job
-from app.core.queue.jobs import JobStateError, JobStore
+from app.core.queue.jobs import JobState, JobStateError, JobStore
 from app.core.transcript.formats import FORMATS, STYLED, ExportStyle, filename
 from app.core.transcript.save import describe_write_error
 
@@ -178,3 +179,24 @@ class ExportSheet(QDialog):
         self._say("\n".join(lines))
         summary = saved.summary()
         self.exported.emit(summary[:1].upper() + summary[1:])
+
+
+def open_export_sheet(
+    parent: QWidget,
+    store: JobStore,
+    job_id: int | None,
+    settings: Settings,
+    formats: object,
+    remember: Callable[[dict[str, object]], None],
+    say: Callable[[str, int], None],
+) -> ExportSheet | None:
+    """The sheet for job ``job_id`` when it is finished (window-modal); ``formats``: a tuple from File › Export as
+    (that one ticked), anything else (a click's checked flag) the last export's. ``say``: the status bar."""
+    if job_id is None or store.get(job_id).state is not JobState.DONE:
+        say("Select a finished job to export.", 5000)
+        return None
+    sheet = ExportSheet(store, job_id, settings, parent, formats if isinstance(formats, tuple) else None)
+    sheet.remember.connect(remember)
+    sheet.exported.connect(lambda said: say(said, 15000))
+    sheet.open()
+    return sheet
