@@ -46,6 +46,7 @@ def test_settings_says_it_next_to_the_token_field(qtbot: Any, no_keyring: None) 
     dialog = SettingsDialog(Settings(), token_stored=False)
     qtbot.addWidget(dialog)
     dialog.show()
+    dialog.show_page("Speakers")
     note = dialog.speaker_detection.keyring_note
     assert note.isVisible()
     assert "cannot be remembered" in note.text() and "gnome-keyring" in note.text()

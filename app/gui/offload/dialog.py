@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -77,6 +77,7 @@ from app.core.config.settings import OffloadPreferences
 from app.core.queue.jobs import JobOptions, JobStore
 from app.gui.main_thread import deliver_on_main_thread
 from app.gui.offload.provider_keys import ProviderKeysDialog
+from app.gui.screen_fit import fitting_size
 
 if TYPE_CHECKING:
     from app.cloud.offload.base import OffloadEvent
@@ -294,7 +295,7 @@ class OffloadDialog(QDialog):
         layout.addWidget(self.gpu_label)
         layout.addWidget(self.error_label)
         layout.addLayout(buttons)
-        self.resize(980, 720)
+        self.resize(fitting_size(QSize(980, 720), parent))
         self._update_run_button()
         self._start_estimate()
 

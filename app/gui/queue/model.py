@@ -16,6 +16,7 @@ from app.gui.theme import is_dark
 
 COLUMNS = ("File", "Duration", "State", "Progress", "Speed", "ETA")
 PROGRESS_COLUMN = COLUMNS.index("Progress")
+STATE_COLUMN = COLUMNS.index("State")
 
 _STATE_COLOURS = {
     JobState.DONE: QColor("#2e7d32"),
@@ -154,6 +155,12 @@ class QueueModel(QAbstractTableModel):
 
 
 class ProgressDelegate(QStyledItemDelegate):
+    def initStyleOption(self, option: QStyleOptionViewItem, index: AnyIndex) -> None:
+        super().initStyleOption(option, index)
+        if index.column() == 0:
+            # A file name keeps its start and its end ("2026-03-14 quarterly…recording).wav"), which tell files apart.
+            option.textElideMode = Qt.TextElideMode.ElideMiddle
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
         if index.column() != PROGRESS_COLUMN:
             super().paint(painter, option, index)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from app.gui.queue.model import COLUMNS, ProgressDelegate, QueueModel
+from app.gui.queue.model import COLUMNS, STATE_COLUMN, ProgressDelegate, QueueModel
+
+# The most of the room beside the short columns that the state may take from the file name.
+STATE_SHARE = 0.4
 
 
 class QueueTable(QTableView):
@@ -20,10 +24,30 @@ class QueueTable(QTableView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.verticalHeader().setVisible(False)
         self.setTabKeyNavigation(False)  # Tab moves on to the next control, as everywhere else
-        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
-            self.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # The short columns fit their contents; the file name takes what is left, elided in the middle (its full
+        # path in the tooltip), and the state at most a share of it: a long running state never pushes ETA off the
+        # table's edge nor squeezes the name to "…".
+        header = self.horizontalHeader()
+        for column in range(len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(STATE_COLUMN, QHeaderView.ResizeMode.Interactive)
+        self.queue_model.dataChanged.connect(self._share_width)
+        self.queue_model.modelReset.connect(self._share_width)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._share_width()
+
+    def _share_width(self) -> None:
+        header = self.horizontalHeader()
+        others = sum(header.sectionSize(column) for column in range(1, len(COLUMNS)) if column != STATE_COLUMN)
+        room = self.viewport().width() - others
+        title = header.sectionSizeFromContents(STATE_COLUMN).width()
+        header.resizeSection(
+            STATE_COLUMN, max(title, min(self.sizeHintForColumn(STATE_COLUMN), int(room * STATE_SHARE)))
+        )
 
     def selected_job_id(self) -> int | None:
         """The current row's job."""

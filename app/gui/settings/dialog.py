@@ -2,8 +2,8 @@
 with the Hugging Face token kept in the keyring).
 
 The job options' rows are made from their declaration (app/core/queue/options.py): its label, help (the
-tooltip), placeholder and choices; an option declared with a label and not placed in :data:`_LAYOUT` gets a row
-of its own at the end."""
+tooltip), placeholder and choices; an option declared with a label and not placed in :data:`_PAGES` gets a row
+of its own at the end of the first page."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import ItemsView
 from pathlib import Path
 from typing import Any
 
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -18,12 +19,16 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
     QPushButton,
+    QScrollArea,
     QSpinBox,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -33,28 +38,19 @@ from app.core.engine.models import CATALOG, installed_models
 from app.core.queue.options import OPTIONS, Choice, Flag, Formats, Option, SpeakerCount
 from app.core.transcript.formats import FORMATS
 from app.gui.queue.safety import ask_first
+from app.gui.screen_fit import fitting_size
 from app.gui.settings.models_dialog import ModelsDialog, describe_models
 from app.gui.settings.speaker_section import SpeakerDetectionSection
 
 AUTOMATIC = "Automatic"
 # The most speakers the form offers where the declaration sets no upper limit.
 LARGEST_COUNT = 32
-# The form's order of the job options; "speakers" is the row of the three counts.
+# The pages and the order of the job options on them; "speakers" is the row of the three counts.
 _SPEAKERS = ("num_speakers", "min_speakers", "max_speakers")
-_LAYOUT = (
-    "model",
-    "device",
-    "compute_type",
-    "language",
-    "task",
-    "prompt",
-    "hotwords",
-    "diarize",
-    "diarizer",
-    "identify",
-    "speakers",
-    "output_dir",
-    "formats",
+_PAGES = (
+    ("Transcription", ("model", "device", "compute_type", "language", "task", "prompt", "hotwords")),
+    ("Speakers", ("diarize", "diarizer", "identify", "speakers")),
+    ("Output", ("output_dir", "formats")),
 )
 
 
@@ -123,15 +119,18 @@ class SettingsDialog(QDialog):
         self._clear_button = self.speaker_detection.clear_button
         self._clear_button.clicked.connect(self._clear_token)
 
-        form = QFormLayout()
         labels = {option.name: option.label or option.name for option in OPTIONS}
-        placed = {*_LAYOUT, *_SPEAKERS}
-        for name in [*_LAYOUT, *(name for name in self.fields if name not in placed)]:
+        forms = {title: QFormLayout() for title, _names in _PAGES}
+        page_of = {name: title for title, names in _PAGES for name in names}
+        placed = {*page_of, *_SPEAKERS}
+        for name in [*page_of, *(name for name in self.fields if name not in placed)]:
+            form = forms[page_of.get(name, _PAGES[0][0])]
             if name == "speakers":
                 speakers = QHBoxLayout()
                 for count in _SPEAKERS:
                     speakers.addWidget(QLabel(labels[count]))
                     speakers.addWidget(self.fields[count])
+                speakers.addStretch(1)
                 form.addRow("Speakers (0: detect)", speakers)
             elif name == "model":
                 model_row = QHBoxLayout()
@@ -144,14 +143,54 @@ class SettingsDialog(QDialog):
                 form.addRow("", self.fields[name])  # a check box says what it is itself
             else:
                 form.addRow(labels[name], self.fields[name])
-        form.addRow("Watch folder", self._with_browse(self.watch_folder, "Watch folder"))
+        forms["Output"].addRow("Watch folder", self._with_browse(self.watch_folder, "Watch folder"))
+
+        # Pages, each in a scroll area: on a small screen a page scrolls instead of squeezing its rows (the speaker
+        # detection steps alone are most of a 720 px screen's height).
+        self.page_list = QListWidget()
+        self.pages = QStackedWidget()
+        contents: list[QWidget] = []
+        for title, _names in _PAGES:
+            page = QWidget()
+            column = QVBoxLayout(page)
+            column.addLayout(forms[title])
+            if title == "Speakers":
+                column.addWidget(self.speaker_detection)
+            column.addStretch(1)
+            scroll = QScrollArea()
+            scroll.setObjectName(title)
+            scroll.setWidget(page)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            self.pages.addWidget(scroll)
+            contents.append(page)
+            self.page_list.addItem(title)
+        self.page_list.currentRowChanged.connect(self.pages.setCurrentIndex)
+        self.page_list.setCurrentRow(0)
+        self.page_list.setFixedWidth(self.page_list.sizeHintForColumn(0) + 4 * self.page_list.frameWidth() + 16)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        body = QHBoxLayout()
+        body.addWidget(self.page_list)
+        body.addWidget(self.pages, 1)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.speaker_detection)
+        layout.addLayout(body, 1)
         layout.addWidget(buttons)
+        self.resize(self._opening_size(contents, parent))
+
+    def show_page(self, title: str) -> None:
+        """Bring the page of that title to the front, as a click on it in the list does."""
+        self.page_list.setCurrentRow([name for name, _fields in _PAGES].index(title))
+
+    def _opening_size(self, contents: list[QWidget], parent: QWidget | None) -> QSize:
+        """Large enough that no page scrolls where the screen allows, and never larger than the screen."""
+        hints = [page.sizeHint() for page in contents]
+        # The list, the margins, a scroll bar's width and the button row around the largest page.
+        wanted = QSize(
+            self.page_list.width() + max(hint.width() for hint in hints) + 60, max(hint.height() for hint in hints) + 80
+        )
+        return fitting_size(wanted, parent)
 
     def open_models(self, download: str | None) -> ModelsDialog:
         """Open the model manager (window-modal, so Settings waits for it); with ``download``, start that one."""
