@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from app.core.config.settings import Settings, SettingsStore
+from app.gui.settings.dialog import SettingsDialog
 from tests.gui.test_window import drop
 
 WAIT = 10_000
@@ -82,7 +83,9 @@ def test_a_wrong_part_is_said_and_cancel_adds_nothing(open_window, qtbot, sample
     assert window.store.jobs() == []
 
 
-def test_dont_ask_again_is_kept_across_a_restart(open_window, qtbot, sample_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dont_ask_again_is_kept_across_a_restart_and_settings_bring_the_sheet_back(  # type: ignore[no-untyped-def]
+    open_window, qtbot, sample_dir: Path
+) -> None:
     window = open_window(start_worker=False)
     drop(window.drop_zone, [sample_dir / "sample.wav"])
     sheet = sheet_of(window, qtbot)
@@ -96,3 +99,13 @@ def test_dont_ask_again_is_kept_across_a_restart(open_window, qtbot, sample_dir:
     drop(again.drop_zone, [sample_dir / "sample.wav"])  # straight into the queue, with the defaults
     assert len(again.store.jobs()) == 2 and getattr(again, "options_sheet", None) is None
     assert again.store.jobs()[1].options == Settings().job_options()
+
+    # Settings bring the sheet back.
+    dialog = SettingsDialog(again.settings, False, again)
+    assert not dialog.ask_on_add.isChecked()
+    QTest.keyClick(dialog.ask_on_add, Qt.Key.Key_Space)
+    dialog.accept()
+    again.settings_accepted(dialog)
+    drop(again.drop_zone, [sample_dir / "sample.wav"])
+    assert sheet_of(again, qtbot).files == [sample_dir / "sample.wav"]
+    assert len(again.store.jobs()) == 2  # waiting for the sheet's answer

@@ -144,6 +144,10 @@ class SettingsDialog(QDialog):
             else:
                 form.addRow(labels[name], self.fields[name])
         forms["Output"].addRow("Watch folder", self._with_browse(self.watch_folder, "Watch folder"))
+        # The way back after the add-files sheet's "Don't ask again".
+        self.ask_on_add = QCheckBox("Ask for language, speakers, quality and part when files are added")
+        self.ask_on_add.setChecked(settings.window.ask_options_on_add)
+        forms[_PAGES[0][0]].addRow("", self.ask_on_add)
 
         # Pages, each in a scroll area: on a small screen a page scrolls instead of squeezing its rows (the speaker
         # detection steps alone are most of a 720 px screen's height).
@@ -331,4 +335,4 @@ class SettingsDialog(QDialog):
         return self._settings.with_job(
             **{name: self._value(name) for name in self.fields},
             watch_folder=self.watch_folder.text().strip() or None,
-        )
+        ).with_window(ask_options_on_add=self.ask_on_add.isChecked())
