@@ -5,7 +5,7 @@ them to what it does. Nothing here knows the window's class: it gets the widgets
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
@@ -141,15 +141,22 @@ class WindowActions(QObject):
         self._window.addAction(action)  # shortcuts work wherever the focus is in the window
         return action
 
-    def job_menu(self, state: JobState, parent: QWidget) -> QMenu:
-        """The queue's right-click menu for a job in ``state``: the job actions that apply, then the offload."""
-        menu = QMenu(parent)
-        self.job_actions["cancel"].setEnabled(state in (JobState.QUEUED, JobState.RUNNING))
+    def enable_for(self, states: Sequence[JobState]) -> None:
+        """The job actions that apply to the selected jobs in ``states`` (none selected: none applies)."""
+        self.job_actions["cancel"].setEnabled(any(state in (JobState.QUEUED, JobState.RUNNING) for state in states))
         # "Running" may be a job whose process died (a reboot reused its pid): the store decides, and takes such a
         # job back; a job really running is refused with a message.
-        self.job_actions["retry"].setEnabled(state is not JobState.QUEUED)
-        self.job_actions["remove"].setEnabled(True)
-        self.job_actions["part"].setEnabled(state is JobState.QUEUED)
+        self.job_actions["retry"].setEnabled(any(state is not JobState.QUEUED for state in states))
+        self.job_actions["remove"].setEnabled(bool(states))
+        self.job_actions["up"].setEnabled(len(states) == 1)
+        self.job_actions["down"].setEnabled(len(states) == 1)
+        self.job_actions["part"].setEnabled(list(states) == [JobState.QUEUED])
+
+    def job_menu(self, states: Sequence[JobState], parent: QWidget) -> QMenu:
+        """The queue's right-click menu for the selected jobs in ``states``: the job actions that apply, then the
+        offload."""
+        menu = QMenu(parent)
+        self.enable_for(states)
         for action in self.job_actions.values():
             menu.addAction(action)
         menu.addSeparator()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -48,12 +48,13 @@ from app.gui.offload.launcher import OffloadLauncher
 from app.gui.offload.orphan_sweep import OrphanSweep
 from app.gui.queue.bridge import BatchTally, WorkerBridge
 from app.gui.queue.drop_zone import DropZone
+from app.gui.queue.job_changes import JobChanges
 from app.gui.queue.options_sheet import ask_options
-from app.gui.queue.safety import ask_to_remove, ask_to_retry
 from app.gui.queue.table import QueueTable
 from app.gui.queue.time_range import TimeRangeDialog
 from app.gui.queue.trash_dialog import TrashDialog
 from app.gui.queue.watch_folder import FolderWatcher
+from app.gui.screen_fit import fitting_size
 from app.gui.settings.first_run import FirstRunDialog
 from app.gui.settings.language_offer import LanguageOffer, offer_multilingual
 from app.gui.settings.model_offer import DownloadFailedNotice, MissingModelOffer, offer_missing_model
@@ -177,6 +178,16 @@ class MainWindow(QMainWindow):
         self.model_offer: MissingModelOffer | None = None
         self.first_run_dialog: FirstRunDialog | None = None
         self.download_notice: DownloadFailedNotice | None = None
+        self.job_changes = JobChanges(
+            self,
+            store,
+            lambda: self.settings.job_options(),
+            lambda: self.transcript_view.job_id,
+            self.transcript_view.clear,
+            lambda text: self.statusBar().showMessage(text, 10000),
+            self.refresh,
+            lambda: self.bridge.wake(),  # a retried job starts without waiting for the next look at the queue
+        )
         self.menu_actions = self._connect_actions(
             WindowActions(
                 self,
@@ -238,10 +249,14 @@ class MainWindow(QMainWindow):
         actions.export_requested.connect(self.choose_export)
         actions.settings_requested.connect(self.open_settings)
         actions.models_requested.connect(self.open_models)
-        jobs: dict[str, Callable[[int], object]] = {"cancel": self.cancel_job, "retry": self.retry_job}
-        jobs |= {"remove": self.remove_job, "up": lambda i: self.move_job(i, -1), "down": lambda i: self.move_job(i, 1)}
-        jobs["part"] = self.choose_time_range
-        actions.job_requested.connect(lambda kind: self._on_selected(jobs[kind]))
+        jobs: dict[str, Callable[[int], object]] = {"up": lambda i: self.move_job(i, -1), "cancel": self.cancel_job}
+        jobs |= {"down": lambda i: self.move_job(i, 1), "part": self.choose_time_range}
+        every = {"retry": self.job_changes.retry, "remove": self.job_changes.remove}  # every selected row
+        actions.job_requested.connect(
+            lambda kind: (
+                every[kind]([j.id for j in self._selected_rows()]) if kind in every else self._on_selected(jobs[kind])
+            )
+        )
         actions.offload_requested.connect(self.open_offload_dialog)
         actions.pause_toggled.connect(self.toggle_pause)
         actions.find_requested.connect(self.transcript_view.focus_search)
@@ -264,7 +279,7 @@ class MainWindow(QMainWindow):
         job = self.model.job_at(index.row())
         if job is None:
             return
-        menu = self.menu_actions.job_menu(job.state, self)
+        menu = self.menu_actions.job_menu(self._selected_states(), self)
         self._update_offload_action()
         menu.popup(self.table.viewport().mapToGlobal(point))
 
@@ -347,8 +362,11 @@ class MainWindow(QMainWindow):
             self.select_job(jobs[0].id)  # its transcript shows here when it is done, without a click on the row
         self.bridge.wake()
         ids = [job.id for job in jobs]
-        run_off_main_thread(lambda: self._probe_durations(ids), lambda _: self.refresh(), name="probe-durations")
+        run_off_main_thread(lambda: self._probe_durations(ids), self._durations_probed, name="probe-durations")
         return jobs
+
+    def _durations_probed(self, _: None) -> None:
+        self.refresh()  # a method of the window, not a lambda: Qt drops the call when the window is already gone
 
     def files_from_another_launch(self, paths: list[Path]) -> None:
         """`scriba FILE…` while this window is open: the files join this queue and the window comes forward."""
@@ -418,30 +436,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Cancelling job {job_id}…", 4000)
 
     def retry_job(self, job_id: int) -> None:
-        """Queue the job again with the current settings. A finished transcript is set aside in the trash
-        first (after asking), so that re-transcribing never throws away edits and speaker names."""
-        try:
-            job = self.store.get(job_id)
-        except JobNotFoundError:
-            return
-        options = self.settings.job_options()
-        model = f"model {options.model}" if options.model else "the best model on disk"
-        setting = f"{model}, language {options.language or 'detected'}"
-        if job.state is JobState.DONE and not ask_to_retry(self, self.store, job, setting):
-            return
-        trashed = None
-        if job.state is JobState.DONE:
-            if self.transcript_view.job_id == job_id:
-                self.transcript_view.clear()
-            trashed = Trash(self.store.directory).put(self.store, job, "re-transcribed")
-        if self._guard("retry", lambda: self.store.retry(job_id, options)):
-            self.bridge.wake()
-            kept = " The old transcript is in the trash." if trashed else ""
-            self.statusBar().showMessage(
-                f"{job.source.name} queued again with the current settings ({setting}).{kept}", 10000
-            )
-        elif trashed is not None:
-            Trash(self.store.directory).put_back(self.store, trashed)  # nothing was re-queued: nothing is lost
+        self.job_changes.retry([job_id])
 
     def offer_multilingual(self, job_id: int, reason: str) -> None:
         """A job stopped because its English-only model cannot transcribe its language: ask how to go on."""
@@ -514,23 +509,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Queued again with {what}.", 10000)
 
     def remove_job(self, job_id: int) -> None:
-        """Remove a job; its transcript goes to the trash (after asking), never straight to nothing."""
-        try:
-            job = self.store.get(job_id)
-        except JobNotFoundError:
-            return
-        has_transcript = self.store.transcript_file(job_id).is_file()
-        if has_transcript and not ask_to_remove(self, self.store, job):
-            return
-        if self.transcript_view.job_id == job_id:
-            self.transcript_view.clear()
-        trashed = Trash(self.store.directory).put(self.store, job, "removed") if has_transcript else None
-        # The store decides whether a "running" job is really running (its worker alive) or may go.
-        if not self._guard("remove", lambda: self.store.remove(job_id)):
-            if trashed is not None:
-                Trash(self.store.directory).put_back(self.store, trashed)
-        elif trashed is not None:
-            self.statusBar().showMessage(f"{job.source.name} removed; its transcript is in the trash.", 10000)
+        self.job_changes.remove([job_id])
 
     def open_trash(self) -> TrashDialog:
         dialog = TrashDialog(Trash(self.store.directory), self.store, self)
@@ -553,7 +532,16 @@ class MainWindow(QMainWindow):
         queued = {job.id for job in self.model.jobs if job.state is JobState.QUEUED}
         return [job_id for job_id in self.table.selected_job_ids() if job_id in queued]
 
+    def _selected_rows(self) -> list[Job]:
+        """The jobs of the rows shown selected, in queue order (none when the person sees none selected)."""
+        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
+        return [job for job in map(self.model.job_at, rows) if job is not None]
+
+    def _selected_states(self) -> list[JobState]:
+        return [job.state for job in self._selected_rows()]
+
     def _update_offload_action(self) -> None:
+        self.menu_actions.enable_for(self._selected_states())  # nothing selected: no job action applies
         self.menu_actions.offload_action.setEnabled(bool(self._selected_queued_ids()))
 
     def open_offload_dialog(self, job_ids: list[int] | None = None) -> OffloadDialog | None:
@@ -764,15 +752,16 @@ class MainWindow(QMainWindow):
     def _restore_state(self) -> None:
         geometry = decode_state(self.settings.window.geometry)
         if geometry is None or not self.restoreGeometry(geometry):
-            self.resize(1200, 720)
+            self.resize(fitting_size(QSize(1200, 720), self))
         state = decode_state(self.settings.window.state)
         if state is None or not self.restoreState(state):
             # First start: the GPU panel gets a fifth of the height, the queue and the transcript the rest
             # (at 800x600 its own size hint would take a third of a small window).
             self.resizeDocks([self.gpu_dock], [max(90, self.height() // 5)], Qt.Orientation.Vertical)
         splitter = decode_state(self.settings.window.splitter)
-        if splitter is not None:
-            self.splitter.restoreState(splitter)
+        if splitter is None or not self.splitter.restoreState(splitter):
+            # Two fifths for the queue: its own minimum would leave the file names a few letters.
+            self.splitter.setSizes([self.width() * 2 // 5, self.width() * 3 // 5])
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._poll.stop()

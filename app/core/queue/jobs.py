@@ -634,10 +634,11 @@ class JobStore(SqliteDatabase):
             db.execute("UPDATE jobs SET options = ? WHERE id = ?", (json.dumps(options.to_dict()), job_id))
         return self.get(job_id)
 
-    def retry(self, job_id: int, options: JobOptions | None = None) -> Job:
-        """Failed, cancelled or done: queue it again (at the end of the queue). "Running" in a process that is
-        gone: queued again (where it is). ``options``: run it with these instead of the ones it was added with
-        (the window passes the current settings, so a retry after fixing them does not fail the same way)."""
+    def retry(self, job_id: int, options: JobOptions | None = None, keep_place: bool = False) -> Job:
+        """Failed, cancelled or done: queue it again (at the end of the queue; ``keep_place``: where it is, as the
+        window does, so the row stays under the person's eyes). "Running" in a process that is gone: queued again
+        (where it is). ``options``: run it with these instead of the ones it was added with (the window passes the
+        current settings, so a retry after fixing them does not fail the same way)."""
         with self._transaction() as db:
             if options is not None:
                 db.execute("UPDATE jobs SET options = ? WHERE id = ?", (json.dumps(options.to_dict()), job_id))
@@ -649,8 +650,8 @@ class JobStore(SqliteDatabase):
             (last,) = db.execute("SELECT COALESCE(MAX(position), 0) FROM jobs").fetchone()
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 0, stage = '', error = NULL, note = NULL, eta = NULL, "
-                "finished_at = NULL, cancel_requested = 0, position = ? WHERE id = ?",
-                (JobState.QUEUED.value, last + 1, job_id),
+                "finished_at = NULL, cancel_requested = 0, position = COALESCE(?, position) WHERE id = ?",
+                (JobState.QUEUED.value, None if keep_place else last + 1, job_id),
             )
         return self.get(job_id)
 
