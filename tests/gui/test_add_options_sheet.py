@@ -109,3 +109,30 @@ def test_dont_ask_again_is_kept_across_a_restart_and_settings_bring_the_sheet_ba
     drop(again.drop_zone, [sample_dir / "sample.wav"])
     assert sheet_of(again, qtbot).files == [sample_dir / "sample.wav"]
     assert len(again.store.jobs()) == 2  # waiting for the sheet's answer
+
+
+def test_the_sheet_lists_the_languages_without_loading_the_speech_engine(tmp_path: Path) -> None:
+    """Opening the sheet in a fresh window process brings in neither faster-whisper nor CTranslate2: their import
+    holds the interpreter's lock, and the window never imports them (the engine runs in a child process)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from app.core.queue.jobs import JobOptions\n"
+        "from app.gui.queue.options_sheet import AddOptionsSheet\n"
+        "sheet = AddOptionsSheet([Path('talk.wav')], JobOptions())\n"
+        "print(sheet.language.count())\n"
+        "print(sheet.language.itemText(sheet.language.findData('de')))\n"
+        "print(sorted(name for name in ('faster_whisper', 'ctranslate2', 'torch') if name in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2]
+    )
+    assert done.returncode == 0, done.stderr
+    count, german, loaded = done.stdout.splitlines()
+    assert count == "101" and german == "German (de)"  # "detect" and Whisper's 100 languages, named
+    assert loaded == "[]"

@@ -81,13 +81,22 @@ class Choice(Kind):
         return value in self.values
 
 
+# The language codes Whisper knows (faster-whisper's tokenizer list, sorted), here so that the window can list
+# them without importing faster-whisper and CTranslate2; tests/core/queue/test_job_options.py holds them equal.
+_WHISPER_CODES = (
+    "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi hr "
+    "ht hu hy id is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn no oc "
+    "pa pl ps pt ro ru sa sd si sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi yi yo yue "
+    "zh"
+)
+WHISPER_LANGUAGES: tuple[str, ...] = tuple(_WHISPER_CODES.split())
+
+
 @dataclass(frozen=True)
 class Language(Kind):
     def codes(self) -> tuple[str, ...]:
         """Every code Whisper knows, sorted (the list a form offers)."""
-        from faster_whisper.tokenizer import _LANGUAGE_CODES
-
-        return tuple(sorted(_LANGUAGE_CODES))
+        return WHISPER_LANGUAGES
 
     def parse(self, text: str) -> str:
         """A code Whisper knows (``en``, ``de`` …), refused at once otherwise: the job would fail later, as a

@@ -173,3 +173,14 @@ def test_stored_values_are_checked_by_their_declared_kind(tmp_path: Path) -> Non
     }
     store.path.write_text(json.dumps({"version": 2, "job": {**wrong, "hotwords": "EBITDA"}}))
     assert store.load().job == JobDefaults(hotwords="EBITDA")
+
+
+def test_the_language_list_is_whispers_own() -> None:
+    """The copy a form lists (without importing faster-whisper into the window) is the tokenizer's list."""
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    from app.core.queue.options import WHISPER_LANGUAGES
+
+    assert sorted(WHISPER_LANGUAGES) == sorted(_LANGUAGE_CODES) and len(set(WHISPER_LANGUAGES)) == len(
+        WHISPER_LANGUAGES
+    )
