@@ -71,8 +71,10 @@ def test_export_through_the_sheet_keeps_a_hand_edited_file_and_remembers_its_cho
     assert (out / "sample.txt").read_text(encoding="utf-8") == (
         "Ada:\nShall we start? The budget first.\n\nBen:\nAgreed.\n"
     )
-    assert (out / "sample.md").read_text(encoding="utf-8").endswith(
-        "**Ada:** Shall we start? The budget first.\n\n**Ben:** Agreed.\n"
+    assert (
+        (out / "sample.md")
+        .read_text(encoding="utf-8")
+        .endswith("**Ada:** Shall we start? The budget first.\n\n**Ben:** Agreed.\n")
     )
     srt = (out / "sample.srt").read_text(encoding="utf-8")
     assert "00:01:05,000 --> 00:01:07,000\n[Ben] Agreed." in srt  # subtitles keep their times
@@ -120,3 +122,20 @@ def test_export_is_refused_without_a_format_and_a_folder_that_cannot_be_made_is_
     QTest.mouseClick(sheet.export_button, Qt.MouseButton.LeftButton)
     assert "txt was not written" in sheet.report.text() and "a file" in sheet.report.text()
     assert blocker.read_text(encoding="utf-8") == "not a folder\n"
+
+
+def test_file_export_as_opens_the_sheet_with_that_format_ticked(  # type: ignore[no-untyped-def]
+    open_window, qtbot, sample_dir: Path
+) -> None:
+    from PySide6.QtGui import QAction
+
+    window = open_window(start_worker=False)
+    source = sample_dir / "sample.wav"
+    job = window.store.add_transcribed(source, JobOptions(), meeting(source))
+    window.refresh()
+    window.select_job(job.id)
+    next(action for action in window.findChildren(QAction) if action.text() == "DOCX…").trigger()
+    sheet = window.export_sheet
+    qtbot.waitUntil(sheet.isVisible, timeout=WAIT)
+    assert [fmt for fmt, box in sheet.format_boxes.items() if box.isChecked()] == ["docx"]
+    assert sheet.folder.text() == str(source.parent)  # nothing remembered yet: beside the recording
