@@ -40,6 +40,30 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     into.add_argument("--copy", action="store_true", help="put the dictated text on the clipboard instead of typing")
     dictate.add_argument(
+        "--commands",
+        action="store_true",
+        help='spoken punctuation and commands: "comma", "period", "question mark", "new line", "new paragraph", '
+        '"open quote"/"close quote", "scratch that", "undo" (English)',
+    )
+    dictate.add_argument(
+        "--numbers", action="store_true", help='numbers said as words typed as digits ("twenty three" -> 23)'
+    )
+    dictate.add_argument(
+        "--replacements",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="one 'heard -> typed' rule a line, applied to the final text (default: dictation-replacements.txt "
+        "in the config folder, when it exists)",
+    )
+    dictate.add_argument(
+        "--vocabulary",
+        default=None,
+        metavar="WORDS",
+        help='words and names to favour, separated by commas ("Scriba, Kubernetes"); added to '
+        "dictation-vocabulary.txt in the config folder, when it exists",
+    )
+    dictate.add_argument(
         "--hotkey",
         default=None,
         metavar="KEYS",
@@ -56,6 +80,7 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 if TYPE_CHECKING:
     from app.core.dictation.controller import ControllerEvent, DictationController
+    from app.core.dictation.vocabulary import Replacement
     from app.core.queue.jobs import JobStore
 
 
@@ -100,13 +125,22 @@ def cmd_dictate(args: argparse.Namespace) -> int:
 
     printer = _Printer(args)
     try:
+        replacements, vocabulary = _own_words(args)
         device, _ = select_device(args.compute_device)
         options = DictationOptions(
-            model=args.model, final_model=args.final_model, language=args.language, device=device
+            model=args.model,
+            final_model=args.final_model,
+            language=args.language,
+            device=device,
+            commands=bool(args.commands),
+            numbers=bool(args.numbers),
+            replacements=replacements,
+            vocabulary=vocabulary,
         )
     except (ScribaError, ValueError) as error:
         print(f"scriba: error: {error}", file=sys.stderr)
         return ExitCode.FAILED
+    printer.edits = options.commands or options.numbers or bool(options.replacements)
     from_file = args.from_file
     controller = DictationController(
         options,
@@ -147,6 +181,28 @@ def cmd_dictate(args: argparse.Namespace) -> int:
         return ExitCode.OK
     finally:
         controller.close()  # every final is typed (or copied) before the command ends
+
+
+def _own_words(args: argparse.Namespace) -> tuple[tuple[Replacement, ...], tuple[str, ...]]:
+    """The replacements (--replacements FILE, else the config folder's file when there is one) and the
+    vocabulary (the config folder's file and --vocabulary). A bad line is said on stderr, naming the file and
+    the line, and the other lines are used; a file given that cannot be read is a VocabularyError."""
+    from app.core.dictation.vocabulary import (
+        default_replacements_path,
+        default_vocabulary_path,
+        load_replacements,
+        load_vocabulary,
+        parse_vocabulary,
+    )
+
+    given = args.replacements
+    replacements, problems = load_replacements(given or default_replacements_path(), missing_ok=given is None)
+    for problem in problems:
+        print(f"scriba: warning: {problem}", file=sys.stderr, flush=True)
+    vocabulary = load_vocabulary(default_vocabulary_path(), missing_ok=True)
+    if args.vocabulary:
+        vocabulary = parse_vocabulary("\n".join((*vocabulary, args.vocabulary)))
+    return replacements, vocabulary
 
 
 def _store(args: argparse.Namespace) -> JobStore:
@@ -201,16 +257,23 @@ class _Printer:
         self.interactive = sys.stdout.isatty() and not self.jsonl
         self.hotkey: str | None = None  # set once the hotkey is had: the lines then say how to go on
         self.failed = False  # a problem ended a run
+        self.edits = False  # commands, numbers or replacements are on: finals are shown as they were edited
         self._lock = threading.Lock()
 
     def __call__(self, event: ControllerEvent) -> None:
         import json
 
-        from app.core.dictation.controller import Heard, Listening, Notice, Problem, RunEnded
+        from app.core.dictation.controller import Edited, Heard, Listening, Notice, Problem, RunEnded
 
         with self._lock:
             if isinstance(event, Heard):
                 self._show(event.event.type, event.event.text, json.dumps(event.event.to_json()))
+            elif isinstance(event, Edited) and event.rules_active:
+                # The final as the commands and replacements made it: "Dear team [comma] the meeting ...".
+                if self.jsonl:
+                    print(json.dumps(event.edit.to_json(), ensure_ascii=False), flush=True)
+                elif event.edit.shown:
+                    print(f"\r\033[K{event.edit.shown}" if self.interactive else event.edit.shown, flush=True)
             elif isinstance(event, Problem):
                 self.failed = self.failed or event.ended
                 prefix = "scriba: error: " if event.ended else "scriba: "
@@ -234,7 +297,7 @@ class _Printer:
             # The partial on the current line, dimmed; a final replaces it and moves on to a new line.
             if kind == "partial":
                 print(f"\r\033[K\033[2m{text}\033[0m", end="", flush=True)
-            else:
+            elif not self.edits:  # else the edited final follows (Edited)
                 print(f"\r\033[K{text}", flush=True)
-        elif kind == "final":
+        elif kind == "final" and not self.edits:
             print(text, flush=True)

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from app.core.cancel import CancelToken
-from app.core.dictation.decoding import Decoder, load_warm_decoder
+from app.core.dictation.commands import DictationEditor, Edit, TextRules, command_table
+from app.core.dictation.decoding import Decoder, WhisperDecoder, load_warm_decoder
 from app.core.dictation.live import SILENCE_DBFS, Dictation
 from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource
 from app.core.dictation.stream import DictationEvent, DictationOptions
@@ -103,6 +104,16 @@ class Heard(RunEvent):
 
 
 @dataclass(frozen=True)
+class Edited(RunEvent):
+    """What a final did to the document typed so far (after the :class:`Heard` that carries it): the text typed,
+    the characters taken back first, and the spoken commands carried out ("[comma]", "⌫ scratch that"). Its
+    ``edit.shown`` is the final as a face shows it when commands or replacements are on."""
+
+    edit: Edit
+    rules_active: bool  # commands, numbers or replacements are on: the text may differ from what was heard
+
+
+@dataclass(frozen=True)
 class Notice(RunEvent):
     """Something the person should know that is not a failure (typing on Wayland goes to the clipboard)."""
 
@@ -136,7 +147,9 @@ class RunEnded(RunEvent):
     listened: bool  # the input was open (False: it failed to open, or Stop came while the model loaded)
 
 
-ControllerEvent = ModelLoading | ModelReady | RunStarting | Listening | Stopping | Heard | Notice | Problem | RunEnded
+ControllerEvent = (
+    ModelLoading | ModelReady | RunStarting | Listening | Stopping | Heard | Edited | Notice | Problem | RunEnded
+)
 Listener = Callable[[ControllerEvent], None]
 
 
@@ -155,6 +168,13 @@ def shifted(event: DictationEvent, offset: float) -> DictationEvent:
     words = tuple(Word(word.start + offset, word.end + offset, word.word, word.probability) for word in event.words)
     return dataclasses.replace(
         event, start=event.start + offset, end=event.end + offset, emitted_at=event.emitted_at + offset, words=words
+    )
+
+
+def text_rules(options: DictationOptions, language: str | None) -> TextRules:
+    """What the editor does to a run's finals, from the dictation options."""
+    return TextRules(
+        commands=options.commands, numbers=options.numbers, replacements=options.replacements, language=language
     )
 
 
@@ -182,6 +202,7 @@ class _Run:
     offset: float  # seconds of session audio recorded before this run
     output: DesktopTextOutput | None  # where finals go besides the face
     owns_output: bool  # made for this run: closed when it ends
+    editor: DictationEditor  # the document the output has typed (kept with a kept output)
     stop: CancelToken = dataclasses.field(default_factory=CancelToken)
     dictation: Dictation | None = None  # set once the input is open
     thread: threading.Thread | None = None
@@ -228,6 +249,7 @@ class DictationController:
         self._final_decoder: Decoder | None = None
         self._loaded_key: tuple[object, ...] | None = None
         self._kept_output: DesktopTextOutput | None = None
+        self._kept_editor: DictationEditor | None = None
         self._hotkey: X11GlobalHotkey | None = None
         self.hotkey_mode: HotkeyMode = "toggle"
         self._key_down = False
@@ -348,7 +370,10 @@ class DictationController:
             if new_session:
                 self._clear_session()
             self._runs = number
-            run = self._run = _Run(number, self.recorded_seconds, output, owns)
+            editor = self._kept_editor if self.keep_output and self._kept_editor is not None else DictationEditor()
+            if self.keep_output:
+                self._kept_editor = editor
+            run = self._run = _Run(number, self.recorded_seconds, output, owns, editor)
             self._state = DictationState.LOADING
             # Emitted here, under the lock, so that it comes before everything the run's thread says.
             self._emit(RunStarting(number, new_session))
@@ -416,14 +441,29 @@ class DictationController:
     def _work(self, run: _Run) -> None:
         """The run's thread: load, open, wait for the stop, flush. Reports through the listener only."""
         number = run.number
+        options = self._options
+        languages_said: set[str | None] = set()
 
         def deliver(event: DictationEvent) -> None:  # on the dictation worker thread
-            if event.type == "final":
-                with self._lock:
-                    self._finals.append(shifted(event, run.offset))
-                if run.output is not None:
-                    run.output.send(event.text)  # finals only: a partial changes, and typed keys cannot be undone
+            if event.type != "final":
+                self._emit(Heard(number, event))
+                return
+            with self._lock:
+                self._finals.append(shifted(event, run.offset))
+            # The language the commands are in: the one asked for, else the one the model heard.
+            language = options.language or getattr(decoder, "language", None)
+            rules = text_rules(options, language)
+            if options.commands and command_table(language) is None and language not in languages_said:
+                languages_said.add(language)
+                self._emit(Notice(number, f"spoken commands are not known for {language or 'this language'} yet"))
+            run.editor.rules = rules
+            edit = run.editor.apply(event.text, event.words, at_pause=event.at_pause)
+            if run.output is not None:
+                # Finals only: a partial changes many times a second. The editor keeps the typed document, so
+                # "scratch that" takes back exactly what an earlier final typed.
+                run.output.edit(edit.erase, edit.text)
             self._emit(Heard(number, event))
+            self._emit(Edited(number, edit, rules.active))
 
         problem: Problem | None = None
         dictation: Dictation | None = None
@@ -431,8 +471,12 @@ class DictationController:
         try:
             decoder, final_decoder = self._load()
             stage = "dictation"
+            for loaded in (decoder, final_decoder):
+                if isinstance(loaded, WhisperDecoder):
+                    loaded.set_vocabulary(options.vocabulary)
+                    for note in loaded.hotword_notes:
+                        self._emit(Notice(number, f"vocabulary: {note}"))
             if not run.stop.cancelled:  # Stop while the model was loading: the input is never opened
-                options = self._options
                 dictation = Dictation(
                     options, self.source_factory(self.device), deliver, decoder=decoder, final_decoder=final_decoder
                 )
@@ -462,6 +506,11 @@ class DictationController:
                     log.exception("dictation failed")
                     problem = problem or Problem(number, "dictation", error_text(error), ended=True)
                 self._keep(run, dictation)
+            held = run.editor.finish()  # a word held back for a command the next final might have ended
+            if held.erase or held.text:
+                if run.output is not None:
+                    run.output.edit(held.erase, held.text)
+                self._emit(Edited(number, held, run.editor.rules.active))
             if run.owns_output and run.output is not None:
                 run.output.close()  # the flushed finals are typed before the face hears that the run is over
             if problem is not None:

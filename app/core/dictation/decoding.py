@@ -41,6 +41,21 @@ class WhisperDecoder:
         self.language = language or (None if getattr(model, "is_multilingual", True) else "en")
         self.partial_beam_size = partial_beam_size
         self.final_beam_size = final_beam_size
+        self.hotwords: str | None = None
+        self.hotword_notes: tuple[str, ...] = ()
+
+    def set_vocabulary(self, vocabulary: Sequence[str]) -> None:
+        """Words and names to favour (the person's vocabulary), given to Whisper as hotwords before every
+        window; cut to what Whisper reads (a note in ``hotword_notes`` says so)."""
+        from app.core.engine.transcribe import bound_prompt
+
+        text = ", ".join(word.strip() for word in vocabulary if word.strip()) or None
+        tokenizer = getattr(self.model, "hf_tokenizer", None)
+        if text is not None and tokenizer is not None:
+            _, text, self.hotword_notes = bound_prompt(tokenizer, None, text)
+        else:
+            self.hotword_notes = ()
+        self.hotwords = text
 
     # Speech is at most about 5 tokens a second; a window's token budget stops a repetition loop (which a
     # temperature fallback would otherwise have to catch) from costing seconds of decoding.
@@ -58,6 +73,7 @@ class WhisperDecoder:
             word_timestamps=True,
             vad_filter=False,
             initial_prompt=prompt or None,
+            hotwords=self.hotwords,
             max_new_tokens=min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA),
         )
         words = [

@@ -130,10 +130,14 @@ class Dictation:
     def load(self) -> None:
         """Load the model and the VAD (seconds for a large model): call it early to start without a wait."""
         if self.decoder is None:
-            self.decoder = load_warm_decoder(self.options)
+            decoder = load_warm_decoder(self.options)
+            decoder.set_vocabulary(self.options.vocabulary)
+            self.decoder = decoder
         wanted = self.options.final_model
         if self.final_decoder is None and wanted and wanted != self.options.model:
-            self.final_decoder = load_warm_decoder(self.options, wanted)
+            final_decoder = load_warm_decoder(self.options, wanted)
+            final_decoder.set_vocabulary(self.options.vocabulary)
+            self.final_decoder = final_decoder
         if self._vad is None:
             self._vad = StreamingVad(self.options.vad_threshold, self.options.end_silence_s)
         if self._stream is None:

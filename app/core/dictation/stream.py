@@ -20,6 +20,7 @@ from app.core.engine.level import RunningGain
 from app.core.transcript.document import Word
 
 if TYPE_CHECKING:
+    from app.core.dictation.vocabulary import Replacement
     from app.core.engine.transcribe import Device
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,13 @@ class DictationOptions:
     context_gap_s: float = 1.0
     behind_lag_s: float = 3.0  # audio waiting in the queue beyond which partials pause until it drains
     keep_audio: bool = True  # keep everything received, for :meth:`Dictation.recording`
+    # What finals become before they are typed (commands.py, run by the controller): spoken punctuation and
+    # commands, numbers said as words written as digits, the person's replacements (heard -> typed). The
+    # vocabulary is given to the decoder as hotwords. None of them changes the stream's own events.
+    commands: bool = False
+    numbers: bool = False
+    replacements: tuple[Replacement, ...] = ()
+    vocabulary: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.step_s <= 0 or self.max_step_s < self.step_s:
@@ -101,7 +109,10 @@ class DictationEvent:
     """A partial (replaces the previous partial), a final (appended; clears the partial) or a status line.
 
     ``start``/``end`` bound the words on the audio clock (a status carries ``emitted_at`` in both);
-    ``emitted_at`` is the audio clock when the event was produced.
+    ``emitted_at`` is the audio clock when the event was produced. ``at_pause`` (finals): the VAD heard silence
+    right after the final's last word (the utterance ended or paused there); a final of words two hypotheses
+    agreed on while the person went on speaking has False. Spoken commands with ordinary meanings ("period")
+    act only at such a boundary.
     """
 
     type: EventType
@@ -110,6 +121,7 @@ class DictationEvent:
     end: float
     emitted_at: float
     words: tuple[Word, ...] = ()
+    at_pause: bool = False
 
     def to_json(self) -> dict[str, str | float]:
         return {
@@ -260,8 +272,17 @@ class DictationStream:
         events, self._events = self._events, []
         return events
 
-    def _emit(self, kind: EventType, text: str, start: float, end: float, words: Sequence[Word] = ()) -> None:
-        event = DictationEvent(kind, text, start, end, self.clock, tuple(words))
+    def _emit(
+        self,
+        kind: EventType,
+        text: str,
+        start: float,
+        end: float,
+        words: Sequence[Word] = (),
+        *,
+        at_pause: bool = False,
+    ) -> None:
+        event = DictationEvent(kind, text, start, end, self.clock, tuple(words), at_pause)
         self._events.append(event)
         if self._on_event is not None:
             self._on_event(event)  # at once: a final is shown before the next decode starts
@@ -332,7 +353,7 @@ class DictationStream:
         closing = utterance.closing
         if closing is not None and closing[0] == end:
             # The closing decode already saw all of this speech and the silence after it: no new decode.
-            self._commit(utterance, strip_committed(closing[2], utterance.committed))
+            self._commit(utterance, strip_committed(closing[2], utterance.committed), at_pause=True)
             window_end = max(window_end, closing[1])
         else:
             self._decode_to_end(utterance, window_end)
@@ -345,7 +366,7 @@ class DictationStream:
         while window_end - utterance.window_start > limit:
             self._cut_window(utterance, utterance.window_start + limit)
         words = self._decode(utterance.window_start, window_end, final=True)
-        self._commit(utterance, strip_committed(words, utterance.committed))
+        self._commit(utterance, strip_committed(words, utterance.committed), at_pause=True)
 
     def _cut_window(self, utterance: _Utterance, cut: int) -> None:
         """Commit the words well before ``cut`` and restart the window after the last of them."""
@@ -384,7 +405,7 @@ class DictationStream:
                 # the utterance, this result is committed without another decode (lower latency).
                 words = self._decode(utterance.window_start, now, final=True)
                 utterance.closing = (speech_end, now, words)
-                self._agree(utterance, words, now)
+                self._agree(utterance, words, now, at_pause=True)
             return
         if self._partials_paused or silence > 0:
             # In a pause that may end the utterance, a partial would only delay the closing decode.
@@ -397,9 +418,10 @@ class DictationStream:
             words = self._decode(utterance.window_start, now, final=False)
             self._agree(utterance, words, now)
 
-    def _agree(self, utterance: _Utterance, words: list[Word], decoded_to: int) -> None:
+    def _agree(self, utterance: _Utterance, words: list[Word], decoded_to: int, *, at_pause: bool = False) -> None:
         """LocalAgreement-2: commit what this hypothesis shares with the previous one (up to the first word
-        the model is unsure of), show the rest as the partial."""
+        the model is unsure of), show the rest as the partial. ``at_pause``: the speaker has paused after this
+        hypothesis's words (a closing decode)."""
         utterance.last_decoded_to = decoded_to
         fresh = strip_committed(words, utterance.committed)
         agreed = common_prefix(utterance.pending, fresh)
@@ -407,17 +429,17 @@ class DictationStream:
             if fresh[index].probability < self.options.agreement_min_probability:
                 agreed = index
                 break
-        self._commit(utterance, fresh[:agreed])
+        self._commit(utterance, fresh[:agreed], at_pause=at_pause and agreed == len(fresh))
         utterance.pending = fresh[agreed:]
         self._set_partial(utterance.pending)
 
-    def _commit(self, utterance: _Utterance, words: Sequence[Word]) -> None:
+    def _commit(self, utterance: _Utterance, words: Sequence[Word], *, at_pause: bool = False) -> None:
         if not words:
             return
         utterance.committed.extend(words)
         self._final_words.extend(words)
         self._partial_text = ""  # a final clears the partial on the consumer's side
-        self._emit("final", join_words(words), words[0].start, words[-1].end, words)
+        self._emit("final", join_words(words), words[0].start, words[-1].end, words, at_pause=at_pause)
 
     def _set_partial(self, words: Sequence[Word]) -> None:
         text = join_words(words)
