@@ -139,3 +139,15 @@ def test_file_export_as_opens_the_sheet_with_that_format_ticked(  # type: ignore
     qtbot.waitUntil(sheet.isVisible, timeout=WAIT)
     assert [fmt for fmt, box in sheet.format_boxes.items() if box.isChecked()] == ["docx"]
     assert sheet.folder.text() == str(source.parent)  # nothing remembered yet: beside the recording
+
+
+def test_a_relative_folder_is_refused_in_words(open_window, qtbot, sample_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(start_worker=False)
+    source = sample_dir / "sample.wav"
+    window.store.add_transcribed(source, JobOptions(), meeting(source))
+    sheet = open_sheet(window, qtbot)
+    sheet.folder.clear()
+    QTest.keyClicks(sheet.folder, "exports")
+    QTest.mouseClick(sheet.export_button, Qt.MouseButton.LeftButton)
+    assert "full path" in sheet.report.text()
+    assert not (Path.cwd() / "exports").exists()

@@ -124,7 +124,7 @@ class AddOptionsSheet(QDialog):
         form.addRow(OPTION["language"].label or "Language", self.language)
         form.addRow("Speakers", speakers)
         form.addRow("Quality", self.quality)
-        form.addRow("Part of the recording", part)
+        form.addRow("Part of each recording" if len(files) > 1 else "Part of the recording", part)
         buttons = QDialogButtonBox()
         self.add_button = buttons.addButton("Add", QDialogButtonBox.ButtonRole.AcceptRole)
         self.add_button.setDefault(True)

@@ -155,6 +155,11 @@ class ExportSheet(QDialog):
         folder = Path(self.folder.text().strip()).expanduser()
         if not formats or not str(folder):
             return
+        if not folder.is_absolute():  # relative to wherever Scriba was started: never what was meant
+            self._say(
+                f"Give the folder's full path (such as {Path.home() / 'Transcripts'}), or choose it with Browse…."
+            )
+            return
         style = self.export_style()
         self.remember.emit(
             {
