@@ -10,12 +10,13 @@ the pynvml import and psutil all stay on the sampler thread.
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, Qt, Slot
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF, QTransform
+from PySide6.QtCore import QLineF, QPointF, QRectF, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QPolygonF, QTransform
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.gpu.gpustats import GpuReading, GpuStatsSampler, HostReading, StatsSnapshot
@@ -110,9 +111,19 @@ def host_line(host: HostReading) -> str:
     return f"{host_compact(host)} · Scriba: {_gb(host.our_rss_mb)} GB"
 
 
-def unavailable_line(reason: str) -> str:
-    # The sampler's reasons start in lower case so they can follow other words; here they start a sentence.
-    return f"No GPU statistics. {reason[:1].upper()}{reason[1:]}"
+def unavailable_line(problem: str, cores: int | None = None) -> str:
+    """Why there are no GPU readings (a kind of :data:`app.core.gpu.gpustats.NVML_PROBLEMS`), in words: the
+    sampler's own reason names the driver's library file, which is for ``scriba doctor``, not for the window."""
+    on_cpu = f"transcribing on the CPU ({cores or os.cpu_count() or 1} cores)"
+    if problem == "driver-updated":
+        return f"The NVIDIA driver was updated: restart the computer to use the GPU. Until then {on_cpu}."
+    if problem == "no-permission":
+        return f"This account may not use the NVIDIA GPU (ask the computer's administrator): {on_cpu}."
+    if problem == "reader-missing":
+        return f"This copy of Scriba cannot read the GPU: {on_cpu}."
+    if problem == "failed":
+        return f"The NVIDIA GPU could not be read: {on_cpu}."
+    return f"No NVIDIA GPU: {on_cpu}"
 
 
 def job_line(event: JobEvent) -> str:
@@ -256,11 +267,25 @@ class HistoryGraph(QWidget):
             yield QPolygonF(line)
 
 
+class StatusLine(QLabel):
+    """The panel's one line in the status bar; a click shows or hides the panel."""
+
+    clicked = Signal()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
+
+
 class GpuPanel(QWidget):
     """Current readings per GPU (or CPU/RAM and the reason there are no GPU statistics), history, job speed.
 
-    ``compact_label`` is the one-line form for the status bar; the window places it there.
+    ``compact_label`` is the one-line form for the status bar; the window places it there. ``no_gpu`` is said
+    once, at the first reading without a GPU: the window then keeps the panel folded into that line.
     """
+
+    no_gpu = Signal()
 
     def __init__(
         self, sampler: GpuStatsSampler | None = None, interval: float = 1.0, parent: QWidget | None = None
@@ -321,9 +346,10 @@ class GpuPanel(QWidget):
         layout.addLayout(readings, 3)
         layout.addLayout(history, 2)
 
-        self.compact_label = QLabel("")
+        self.compact_label = StatusLine("")
         self.compact_label.setObjectName("gpuCompact")
         self.compact_label.setAccessibleName("GPU summary")
+        self.compact_label.setCursor(Qt.CursorShape.PointingHandCursor)
 
     # ------------------------------------------------------------------------------------------- sampler
 
@@ -352,9 +378,12 @@ class GpuPanel(QWidget):
             self._show_gpus(())
             host = snapshot.host
             values = (host.cpu_pct, _percent(host.ram_used_mb, host.ram_total_mb)) if host is not None else ()
-            device_compact = host_compact(host) if host is not None else "CPU: no reading"
-            _set_text(self.reason_label, unavailable_line(snapshot.nvml_reason))
+            _set_text(self.reason_label, unavailable_line(snapshot.nvml_problem))
+            device_compact = self.reason_label.text().rstrip(".")
+            device_compact += f" · {host_compact(host)}" if host is not None else ""
             details = [self.reason_label.text()]
+            if self._gpu_mode is None:
+                self.no_gpu.emit()
         _set_visible(self.reason_label, not snapshot.nvml_available)
         if snapshot.host is not None:
             _set_text(self.host_label, host_line(snapshot.host))
@@ -424,4 +453,5 @@ class GpuPanel(QWidget):
                 label.setAccessibleName(f"{entry.name}{reading}")
 
     def _update_compact(self) -> None:
-        _set_text(self.compact_label, self._device_compact + self._job_compact, "\n".join(self._details))
+        tooltip = "\n".join([*self._details, "A click shows or hides the GPU panel."])
+        _set_text(self.compact_label, self._device_compact + self._job_compact, tooltip)

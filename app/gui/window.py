@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.gpu_dock.setWidget(self.gpu_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.gpu_dock)
         self.statusBar().addPermanentWidget(self.gpu_panel.compact_label)
+        self.gpu_panel.compact_label.clicked.connect(self.gpu_dock.toggleViewAction().trigger)
         # Dictation runs its own model (tiny.en unless chosen in the panel) on the CPU whatever the queue's
         # settings: it must keep up with speech, and it leaves the GPU (and its memory) to the jobs. Tabbed with
         # the GPU dock, hidden until wanted; the Dictate action (Ctrl+D) shows it.
@@ -758,6 +759,7 @@ class MainWindow(QMainWindow):
             # First start: the GPU panel gets a fifth of the height, the queue and the transcript the rest
             # (at 800x600 its own size hint would take a third of a small window).
             self.resizeDocks([self.gpu_dock], [max(90, self.height() // 5)], Qt.Orientation.Vertical)
+            self.gpu_panel.no_gpu.connect(self.gpu_dock.hide)  # no GPU: its status-bar line says so, a click opens
         splitter = decode_state(self.settings.window.splitter)
         if splitter is None or not self.splitter.restoreState(splitter):
             # Two fifths for the queue: its own minimum would leave the file names a few letters.

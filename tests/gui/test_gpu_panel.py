@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -11,6 +12,7 @@ import psutil
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from app.core.config.settings import SettingsStore
@@ -134,14 +136,12 @@ def test_without_a_gpu_the_real_sampler_says_why_and_shows_cpu_and_ram(gpu_windo
     if expected.nvml_available:  # pragma: no cover - only on a machine with an NVIDIA driver and GPU
         assert len(panel.gpu_labels) == len(expected.gpus) and panel.reason_label.isHidden()
         return
-    reason = expected.nvml_reason
-    assert panel.reason_label.text() == f"No GPU statistics. {reason[0].upper()}{reason[1:]}"
     assert not panel.reason_label.isHidden() and panel.gpu_labels == []
     total = re.escape(f"{psutil.virtual_memory().total / 2**30:.1f}")
     host = re.fullmatch(rf"CPU (\d+)% · RAM (\d+\.\d)/{total} GB · Scriba: (\d+\.\d) GB", panel.host_label.text())
     assert host is not None, panel.host_label.text()
     assert 0 <= int(host[1]) <= 100 and float(host[2]) > 0 and float(host[3]) > 0  # this process's RSS
-    assert re.fullmatch(rf"CPU \d+% · RAM \d+\.\d/{total} GB", panel.compact_label.text())
+    assert re.fullmatch(rf"No NVIDIA GPU: .* · CPU \d+% · RAM \d+\.\d/{total} GB", panel.compact_label.text())
     # The graph follows CPU and RAM instead, and the legend says so.
     assert panel.graph.series == CPU_SERIES
     assert [label.accessibleName().split()[0] for label in panel.legend_labels[:2]] == ["CPU", "RAM"]
@@ -263,3 +263,26 @@ def test_the_graph_draws_each_series_at_its_value_over_ten_minutes(qtbot) -> Non
     assert panel.history[-1].values == (None, None, None)
     assert panel.compact_label.text() == "GPU: no reading"
     assert panel.message_label.text() == "GPU 0: the GPU fell off the bus"
+
+
+def test_without_a_gpu_the_panel_starts_folded_into_a_status_bar_line(gpu_window, qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40, point 5: on a computer without an NVIDIA GPU the panel does not take a fifth of the window; one
+    status-bar line says so in words (no library file), and a click opens the panel."""
+    probe = GpuStatsSampler()
+    expected = probe.sample()
+    probe.close()
+    if expected.nvml_available:  # pragma: no cover - only on a machine with an NVIDIA driver and GPU
+        pytest.skip("this computer has an NVIDIA GPU")
+    window = gpu_window()  # the real NVML: this computer's own answer
+    panel = window.gpu_panel
+    cores = os.cpu_count()
+    line = f"No NVIDIA GPU: transcribing on the CPU ({cores} cores)"
+    qtbot.waitUntil(lambda: panel.compact_label.text().startswith(line), timeout=WAIT)
+    assert window.gpu_dock.isHidden()
+    assert panel.compact_label.isVisible()
+    shown = [panel.compact_label.text(), panel.compact_label.toolTip(), panel.reason_label.text()]
+    assert not any(".so" in text or "libnvidia" in text or "`" in text for text in shown), shown
+    QTest.mouseClick(panel.compact_label, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(window.gpu_dock.isVisible, timeout=WAIT)
+    QTest.mouseClick(panel.compact_label, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(window.gpu_dock.isHidden, timeout=WAIT)

@@ -63,6 +63,18 @@ class HostReading:
     our_rss_mb: float  # this process and its children
 
 
+# Why there are no GPU readings, as a kind: each interface says it in its own words.
+NVML_PROBLEMS = (
+    "no-driver",  # no NVIDIA driver installed: a computer without an NVIDIA GPU
+    "driver-not-loaded",  # installed, not loaded: no NVIDIA GPU, or its kernel module failed
+    "no-gpu",  # the driver runs and reports no GPU
+    "driver-updated",  # the driver's library and kernel module differ until a restart
+    "no-permission",  # the GPU's device files are not this user's to open
+    "reader-missing",  # the package that reads NVML is not installed
+    "failed",  # anything else
+)
+
+
 @dataclass(frozen=True)
 class StatsSnapshot:
     time: float
@@ -72,6 +84,8 @@ class StatsSnapshot:
     host: HostReading | None = None
     driver_version: str | None = None
     errors: tuple[str, ...] = field(default_factory=tuple)
+    # Why, as a kind the window words itself (NVML_PROBLEMS): the reason names the driver's library for doctor.
+    nvml_problem: str = ""
 
 
 def _load_pynvml() -> Any:
@@ -100,6 +114,7 @@ class GpuStatsSampler:
         self._initialised = False
         self.available = False
         self.reason = "not opened"
+        self.problem = ""  # one of NVML_PROBLEMS while NVML is not available
         self.driver_version: str | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -125,37 +140,46 @@ class GpuStatsSampler:
                     self._nvml = self._nvml_loader()
                 except ImportError:
                     self.reason = "nvidia-ml-py (pynvml) is not installed, so GPU statistics cannot be read"
+                    self.problem = "reader-missing"
                     return False
             nvml = self._nvml
             try:
                 nvml.nvmlInit()
             except Exception as error:
-                self.reason = self._describe_init_error(error)
+                self.reason, self.problem = self._describe_init_error(error)
                 return False
             try:
                 count = int(nvml.nvmlDeviceGetCount())
                 self.driver_version = _text(nvml.nvmlSystemGetDriverVersion())
             except Exception as error:
-                self.reason = f"NVML started but could not list GPUs ({error})"
+                self.reason, self.problem = f"NVML started but could not list GPUs ({error})", "failed"
                 return False
             if count == 0:
                 self.reason = f"the NVIDIA driver ({self.driver_version}) is loaded but reports no GPU"
+                self.problem = "no-gpu"
                 return False
             self.available = True
             self.reason = f"NVIDIA driver {self.driver_version}, {count} GPU(s)"
             return True
 
-    def _describe_init_error(self, error: BaseException) -> str:
+    def _describe_init_error(self, error: BaseException) -> tuple[str, str]:
+        """The reason in doctor's words, and its kind (NVML_PROBLEMS)."""
         code = self._error_code(error)
         if code == self._code("NVML_ERROR_LIBRARY_NOT_FOUND"):
-            return "no NVIDIA driver: libnvidia-ml.so.1 (installed with the driver) was not found"
+            return "no NVIDIA driver: libnvidia-ml.so.1 (installed with the driver) was not found", "no-driver"
         if code == self._code("NVML_ERROR_DRIVER_NOT_LOADED"):
-            return "the NVIDIA driver is installed but not loaded (no NVIDIA GPU, or the kernel module failed)"
+            return (
+                "the NVIDIA driver is installed but not loaded (no NVIDIA GPU, or the kernel module failed)",
+                "driver-not-loaded",
+            )
         if code == self._code("NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
-            return "the NVIDIA driver library and kernel module versions differ: reboot after a driver update"
+            return (
+                "the NVIDIA driver library and kernel module versions differ: reboot after a driver update",
+                "driver-updated",
+            )
         if code == self._code("NVML_ERROR_NO_PERMISSION"):
-            return "no permission to use the NVIDIA driver (check /dev/nvidia* access)"
-        return f"NVML could not start ({type(error).__name__}: {error})"
+            return "no permission to use the NVIDIA driver (check /dev/nvidia* access)", "no-permission"
+        return f"NVML could not start ({type(error).__name__}: {error})", "failed"
 
     def close(self) -> None:
         self.stop()
@@ -236,6 +260,7 @@ class GpuStatsSampler:
             time=time.time(),
             nvml_available=self.available,
             nvml_reason=self.reason,
+            nvml_problem="" if self.available else self.problem,
             gpus=tuple(gpus),
             host=_host_reading(our_pids),
             driver_version=self.driver_version,
