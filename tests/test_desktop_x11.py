@@ -480,3 +480,47 @@ def test_take_back_in_copy_mode_shortens_the_clipboard(x_display: str) -> None:
         output.edit(len("more"), "less.")
         assert output.mode == "copy"
     assert _clipboard_once_settled(env, "First sentence, then less.") == "First sentence, then less."
+
+
+def test_dictate_commands_scratch_that_in_the_focused_xterm(x_display: str, tmp_path: Path, espeak: str) -> None:
+    """`scriba dictate --realtime --type --commands` on a recording that says a sentence, "scratch that", another
+    sentence, "period" and "new line": the xterm (its own line editing on, so BackSpace erases and Return hands
+    the line to the file) ends with the second sentence alone, as the edits the command printed say."""
+    from tests.core.dictation.test_spoken_commands import BREATH_S, prompt
+
+    audio = synth.write_wav(
+        tmp_path / "scratch.wav",
+        prompt(
+            "Send the report to Anna",
+            1.0,
+            "scratch that",
+            1.0,
+            "send the report to Maria",
+            BREATH_S,
+            "period",
+            BREATH_S,
+            "new line",
+            voice=1,
+            speed=130,
+        ),
+    )
+    received = tmp_path / "received.txt"
+    with focused_xterm(x_display, received, line_mode=True):
+        command = ["dictate", "--from-file", str(audio), "--realtime", "--type", "--commands", "--jsonl"]
+        result = subprocess.run(
+            [sys.executable, "-m", "app", *command],
+            capture_output=True,
+            text=True,
+            env=_environment(x_display, XDG_CONFIG_HOME=str(tmp_path)),
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        edits = [event for event in _json_lines(result.stdout) if event["type"] == "edit"]
+        document = ""
+        for edit in edits:
+            document = document[: len(document) - int(str(edit["erase"]))] + str(edit["text"])
+        typed = wait_for_text(received, lambda text: text.endswith("\n"))
+    print(repr(typed), [edit["actions"] for edit in edits])
+    assert any(int(str(edit["erase"])) > 0 for edit in edits), edits  # something was taken back by BackSpace
+    assert typed == document
+    assert "anna" not in typed.lower() and typed.lower().endswith("maria.\n"), typed
