@@ -125,10 +125,11 @@ package: venv
 screenshot: venv system-deps
 	bash packaging/screenshot.sh resources/screenshot.png
 
-# The transcript editor on a real AMI meeting, light and dark, for the README.
-screenshots: screenshot
-	SCREENSHOT_SELECT=project-meeting.wav SCREENSHOT_RENAME=Chair SCREENSHOT_THEME=light bash packaging/screenshot.sh resources/editor-light.png
-	SCREENSHOT_SELECT=project-meeting.wav SCREENSHOT_RENAME=Chair SCREENSHOT_THEME=dark bash packaging/screenshot.sh resources/editor-dark.png
+# resources/window-*.png for the README: the window (the editor on a real AMI meeting) and each dialog on a
+# 1280x720 screen, the real window under Xvfb (xvfb-run, from the xvfb package); about a minute, most of it
+# transcribing the two recordings.
+screenshots: venv
+	xvfb-run -a -s "-screen 0 1280x720x24" $(BIN)/python packaging/screenshots.py resources
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

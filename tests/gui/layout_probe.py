@@ -300,6 +300,15 @@ def open_each(folder: Path) -> Iterator[tuple[str, QWidget]]:
     settings.open()
     yield "Settings", shown(settings)
     settings.reject()
+    for label, opened_by, attribute in SHEETS:
+        if opened_by in vars(sys.modules[MainWindow.__module__]):  # the window opens this sheet
+            if opened_by == "ask_options":
+                window.ask_and_add([store.get(ids["queued"]).source])  # as a drop or Add files… does
+            else:
+                window.choose_export()  # the Export… button's slot, with the finished job selected
+            sheet = getattr(window, attribute)
+            yield label, shown(sheet)
+            sheet.close()
     models = window.open_models()
     yield "Speech models", shown(models)
     models.reject()
@@ -346,11 +355,6 @@ def open_each(folder: Path) -> Iterator[tuple[str, QWidget]]:
     failed.open()
     yield "download failed notice", shown(failed)
     failed.done(0)
-    for label, module, attribute in SHEETS:
-        sheet = _open_sheet(window, module, attribute)
-        if sheet is not None:
-            yield label, shown(sheet)
-            sheet.close()
     # About is modal (QMessageBox.about): looked at from inside its own event loop.
     about_box: list[QWidget] = []
 
@@ -375,20 +379,11 @@ def open_each(folder: Path) -> Iterator[tuple[str, QWidget]]:
     store.close()
 
 
-# Sheets other parts of the window add; checked once they exist: (label, module, attribute of the window).
+# Sheets the window opens where it has them: (label, the function that opens it, the window's attribute for it).
 SHEETS = (
-    ("export sheet", "app.gui.transcript.export_sheet", "open_export_sheet"),
-    ("add-files sheet", "app.gui.queue.options_sheet", "open_options_sheet"),
+    ("export sheet", "open_export_sheet", "export_sheet"),
+    ("add-files sheet", "ask_options", "options_sheet"),
 )
-
-
-def _open_sheet(window: QWidget, module: str, attribute: str) -> QWidget | None:
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None or not hasattr(window, attribute):
-        return None
-    sheet = getattr(window, attribute)()
-    return sheet if isinstance(sheet, QWidget) else None
 
 
 class _Found(QWidget):

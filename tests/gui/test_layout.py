@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QCheckBox, QDialog, QLabel, QPushButton, QVBoxLayout
 
-from tests.gui.layout_probe import layout_problems
+from app.gui import window as window_module
+from tests.gui.layout_probe import SHEETS, layout_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the probe must have opened (a dialog that failed to open is not a dialog that fits).
@@ -33,6 +34,7 @@ EXPECTED = {
     "missing model offer",
     "download failed notice",
     "About",
+    *(label for label, opened_by, _attribute in SHEETS if hasattr(window_module, opened_by)),
 }
 
 
