@@ -136,3 +136,34 @@ def test_the_sheet_lists_the_languages_without_loading_the_speech_engine(tmp_pat
     count, german, loaded = done.stdout.splitlines()
     assert count == "101" and german == "German (de)"  # "detect" and Whisper's 100 languages, named
     assert loaded == "[]"
+
+
+def test_quality_offers_the_first_run_choices_on_disk_and_marks_the_recommended(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from app.core.engine.recommend import Machine, recommend
+    from app.core.queue.jobs import JobOptions
+    from app.gui.queue.options_sheet import AddOptionsSheet
+
+    cache = tmp_path / "models"
+    advice = recommend(Machine("cpu", 8, 16.0), cache)
+    on_disk = advice.best.model
+    for name in ("model.bin", "config.json"):  # what makes a folder a model to Scriba
+        (cache / on_disk).mkdir(parents=True, exist_ok=True)
+        (cache / on_disk / name).write_bytes(b"")
+    sheet = AddOptionsSheet([tmp_path / "talk.wav"], JobOptions(language="en"), advice, cache=cache)
+    qtbot.addWidget(sheet)
+    sheet.show()
+    qtbot.waitExposed(sheet)
+    items = sheet.quality.model()
+    texts = [sheet.quality.itemText(index) for index in range(sheet.quality.count())]
+    assert texts[0] == "As in Settings (the best model on this computer)"
+    tiers = {choice.tier: index + 1 for index, choice in enumerate(advice.choices)}
+    recommended = tiers[advice.recommended]
+    assert texts[recommended].startswith(f"{advice.recommended.capitalize()}: {on_disk}")
+    assert "recommended" in texts[recommended] and items.item(recommended).isEnabled()
+    for tier, index in tiers.items():
+        if advice.choice(tier).model != on_disk:  # shown with its size, not offered: a job would wait for it
+            assert "not downloaded" in texts[index] and not items.item(index).isEnabled()
+    assert f"{on_disk} (on disk, recommended)" in texts
+    sheet.quality.setCurrentIndex(recommended)
+    QTest.keyClick(sheet, Qt.Key.Key_Return)
+    assert sheet.chosen is not None and sheet.chosen.model == on_disk and sheet.chosen.language == "en"
