@@ -6,6 +6,7 @@ Rented machines are Lambda Cloud's documented API replayed on loopback (tests/cl
 from __future__ import annotations
 
 import glob
+import re
 import socket
 import subprocess
 import threading
@@ -41,6 +42,7 @@ from app.gui.offload.dialog import (
 from app.gui.window import MainWindow
 from tests.cloud.replay_server import FakeClock, Recorded, ReplayServer, Reply
 from tests.cloud.sshd import LoopbackSshd, remote_command
+from tests.real_speech import real_speech_dir
 
 OPTIONS = JobOptions(model="tiny.en", language="en", diarizer="embedded", formats=("txt", "json"))
 ESTIMATE_WAIT = 30_000  # ms: probing two headers and reading the price table
@@ -261,10 +263,11 @@ def test_estimate_for_two_queued_jobs(
     assert all(cell(dialog, row, LAUNCH_COLUMN) == "no" for row in set(range(rows)) - set(runnable))
     dialog.table.selectRow(runnable[0])
     option = dialog.estimate.options[runnable[0]]
-    assert dialog.run_button.isEnabled()
     assert (
         dialog.run_button.text() == f"Run on {option.offer.gpu} ({option.offer.provider}) ≈ ${costs[runnable[0]]:.2f}"
     )
+    # No API key stored in this test's keyring: the row can be rented once one is.
+    assert cell(dialog, runnable[0], LAUNCH_COLUMN) == "needs an API key" and not dialog.run_button.isEnabled()
     dialog.close()
 
 
@@ -349,54 +352,92 @@ def test_cancel_during_the_remote_run_tears_down(
     assert dialog.cancel_button.isHidden() and dialog.close_button.isEnabled()
 
 
-def test_renting_without_an_api_key_says_where_to_set_it(
-    open_window: Callable[..., MainWindow], qtbot: Any, two_calls: list[Path], _test_keyring: dict[Any, str]
+def shown_texts(widget: QWidget) -> list[str]:
+    """Every text the dialog shows a person: labels, buttons, tooltips and the estimate's cells."""
+    from PySide6.QtWidgets import QAbstractButton, QLabel, QTableWidget
+
+    texts: list[str] = []
+    for child in [widget, *widget.findChildren(QWidget)]:
+        if not child.isVisibleTo(widget) and child is not widget:
+            continue
+        texts.append(child.toolTip())
+        if isinstance(child, QLabel | QAbstractButton):
+            texts.append(child.text())
+        if isinstance(child, QTableWidget):
+            for row in range(child.rowCount()):
+                for column in range(child.columnCount()):
+                    item = child.item(row, column)
+                    if item is not None:
+                        texts += [item.text(), item.toolTip()]
+    return [text for text in texts if text]
+
+
+COMMAND_OR_FILE = re.compile(
+    r"`|\bscriba (models|offload|doctor|queue|speakers|transcribe|dictate)\b|\.so\b|pip install"
+)
+
+
+def no_command_or_file(texts: list[str]) -> list[str]:
+    """The texts that name a command to type or a library file (the SSH host's own command field aside)."""
+    return [text for text in texts if COMMAND_OR_FILE.search(text)]
+
+
+def test_without_an_api_key_nothing_is_offered_for_rent_and_run_says_how_to_add_one(
+    open_window: Callable[..., MainWindow], qtbot: Any, tmp_path: Path
 ) -> None:
-    asked: list[tuple[str, str]] = []
-
-    def confirm(parent: QWidget, title: str, text: str) -> bool:
-        asked.append((title, text))
-        return True
-
+    """Issue 40: with no key stored the dialog preselected a rental, said "Launch: yes" for providers it could not
+    reach, and failed only after "Rent a GPU? Yes". Now: this computer first when it is cheap and fast enough, no
+    row says yes, Run stays off with the way to add a key, and a key stored with API keys… makes the rows rentable."""
+    asked: list[str] = []
+    clip = tmp_path / "clip.wav"
+    samples, rate = soundfile.read(str(real_speech_dir() / "ami_EN2001e_0-30.wav"), dtype="float32")
+    soundfile.write(clip, samples, rate)  # 30 s of a real meeting
     window = open_window(start_worker=False)
-    window.store.add_many(two_calls, OPTIONS)
+    (job,) = window.store.add_many([clip], JobOptions())  # the model a job runs when none is chosen
     window.refresh()
-    ids = [job.id for job in window.store.jobs()]
-    dialog = OffloadDialog(window.store, ids, confirm=confirm, parent=window)
+    window.select_job(job.id)
+    dialog = OffloadDialog(window.store, [job.id], confirm=lambda *question: bool(asked.append(question[1])))
+    qtbot.addWidget(dialog)
     dialog.show()
     qtbot.waitUntil(lambda: dialog.estimate is not None, timeout=ESTIMATE_WAIT)
     assert dialog.estimate is not None
-    row = next(
-        index
-        for index, option in enumerate(dialog.estimate.options)
-        if option.offer.provider == "lambda" and why_not_rentable(option) is None
-    )
-    option = dialog.estimate.options[row]
-    dialog.table.selectRow(row)
-
-    # Over the budget: refused before anything is asked or rented.
-    dialog.budget.setValue(0.01)
-    assert not dialog.run_button.isEnabled() and "over your budget" in dialog.run_button.toolTip()
-    dialog.start()
-    assert "over your budget ($0.01): nothing was rented" in dialog.error_label.text() and asked == []
-
+    assert "model tiny.en" in dialog.summary_label.text()  # the job's own model, what this computer runs
+    rows = range(dialog.table.rowCount())
+    (chosen,) = {index.row() for index in dialog.table.selectionModel().selectedRows()}
+    assert cell(dialog, chosen, PROVIDER_COLUMN) == LOCAL_PROVIDER  # 30 s: not worth renting for
+    assert all(cell(dialog, row, LAUNCH_COLUMN) != "yes" for row in rows)
+    vast = [row for row in rows if cell(dialog, row, PROVIDER_COLUMN) == "vast"]
+    assert vast and all(cell(dialog, row, LAUNCH_COLUMN) == "needs an API key" for row in vast)
+    dialog.table.selectRow(vast[0])
     dialog.budget.setValue(50.0)
-    assert dialog.run_button.isEnabled()
-    qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.outcome is not None, timeout=ESTIMATE_WAIT)
+    assert not dialog.run_button.isEnabled()
+    assert "needs an API key" in dialog.run_button.toolTip() and "API keys…" in dialog.run_button.toolTip()
+    dialog.start()  # as if Run were pressed anyway: refused before anything is asked
+    assert asked == [] and "API keys…" in dialog.error_label.text()
+    assert no_command_or_file(shown_texts(dialog)) == []
 
-    ((title, text),) = asked
-    assert title == "Rent a GPU?"
-    assert f"at ${option.usd_per_hour:.3f} per hour" in text and "on Lambda Cloud" in text
-    assert f"${option.est_cost_usd:.2f}" in text and "Budget: $50.00" in text and "destroyed" in text
-    error = dialog.error_label.text()
-    assert dialog.error_label.isVisible() and error.startswith("No usable API key. No Lambda Cloud API key is set.")
-    assert "service 'scriba', entry 'lambda_api_key'" in error and "`scriba offload key set lambda`" in error
-    assert error.endswith("The jobs are still queued.")
-    assert states(window) == [JobState.QUEUED, JobState.QUEUED]
-    assert not (window.store.directory / "cloud-ledger.sqlite3").exists(), "nothing was launched"
-    assert dialog.run_button.isEnabled(), "the jobs are still queued: another row (or a key) can be tried"
+    keys = dialog.open_keys()
+    assert no_command_or_file(shown_texts(keys)) == []
+    keys.fields["vast"].setText("vast-key-gui-DO-NOT-LEAK")
+    keys.accept()
+    qtbot.waitUntil(lambda: cell(dialog, vast[0], LAUNCH_COLUMN) == "yes", timeout=5000)
+    assert dialog.run_button.isEnabled()  # the row chosen stays chosen, and can be rented now
+    assert all(
+        cell(dialog, row, LAUNCH_COLUMN) != "yes" for row in rows if cell(dialog, row, PROVIDER_COLUMN) == "lambda"
+    )
+    assert states(window) == [JobState.QUEUED]
     dialog.close()
+
+
+def test_a_refused_key_is_said_with_the_dialog_s_own_button() -> None:
+    from app.cloud.offload.wording import describe_error
+    from app.cloud.providers.base import missing_key_error, rejected_key_error
+
+    missing = describe_error(missing_key_error("Lambda Cloud", "lambda_api_key", "lambda"))
+    refused = describe_error(rejected_key_error("Lambda Cloud", "lambda_api_key", "lambda", 401, "bad key"))
+    assert "none is stored for Lambda Cloud" in missing and "“API keys…”" in missing
+    assert "Lambda Cloud refused the stored key (HTTP 401)" in refused and "“API keys…”" in refused
+    assert no_command_or_file([missing, refused]) == []
 
 
 def test_a_machine_left_by_an_earlier_run_is_reported_at_start(

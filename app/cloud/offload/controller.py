@@ -131,10 +131,22 @@ class Prepared:
     selected: SelectedJobs
     estimate: Estimate | None
     why_no_estimate: str | None
+    keyed: frozenset[str] | None = None  # the providers whose API key is stored (None: not looked at)
 
 
-def prepare(store: JobStore, job_ids: Sequence[int], estimate_function: EstimateFunction) -> Prepared:
-    """Read the jobs' lengths (probing files where needed) and estimate. Reads files and maybe the network."""
+def stored_keys() -> frozenset[str]:
+    """The providers Scriba can rent from now: their API key is in the keyring or the environment. Reads the
+    keyring (a D-Bus call on a desktop): not on the main thread while it waits for something else."""
+    from app.cloud.providers import PROVIDER_CLASSES, api_key
+
+    return frozenset(name for name, cls in PROVIDER_CLASSES.items() if api_key(cls))
+
+
+def prepare(
+    store: JobStore, job_ids: Sequence[int], estimate_function: EstimateFunction, read_keys: bool = False
+) -> Prepared:
+    """Read the jobs' lengths (probing files where needed) and estimate. Reads files and maybe the network.
+    ``read_keys``: also which providers have their API key stored (the rentals will use those keys)."""
     jobs = []
     for job_id in job_ids:
         try:
@@ -151,14 +163,23 @@ def prepare(store: JobStore, job_ids: Sequence[int], estimate_function: Estimate
             result = estimate_function(selected.estimate_job())
         except ValueError as error:  # a model outside the catalog (a model directory), no audio
             why_none = f"no estimate: {error}"
-    return Prepared(selected, result, why_none)
+    return Prepared(selected, result, why_none, stored_keys() if read_keys else None)
 
 
 # ------------------------------------------------------------------------------------------------ the choice
 
 
-def why_not_rentable(option: Option) -> str | None:
-    """None when Scriba can rent this row in one click; otherwise why not, for the Run button's tooltip."""
+def needs_key(option: Option, keyed: frozenset[str] | None) -> bool:
+    """A row of a provider Scriba can rent from, but whose API key is not stored (``keyed``: those stored)."""
+    from app.cloud.providers import PROVIDER_CLASSES
+
+    provider = option.offer.provider
+    return keyed is not None and provider in PROVIDER_CLASSES and provider not in keyed
+
+
+def why_not_rentable(option: Option, keyed: frozenset[str] | None = None) -> str | None:
+    """None when Scriba can rent this row in one click; otherwise why not, for the Run button's tooltip.
+    ``keyed``: the providers whose API key is stored; a row of another one needs its key first."""
     from app.cloud.providers import PROVIDER_CLASSES
 
     offer = option.offer
@@ -172,6 +193,9 @@ def why_not_rentable(option: Option) -> str | None:
             f"Estimate only: Scriba cannot rent from {offer.provider} (no adapter). "
             f"Pick a row of {rentable}, or your own SSH host."
         )
+    if needs_key(option, keyed):
+        title = PROVIDER_CLASSES[offer.provider].title
+        return f"Renting from {title} needs an API key: add it with “API keys…” below, then Run."
     return None
 
 
@@ -190,11 +214,13 @@ def over_budget_text(option: Option, budget: float, cost: float | None = None) -
     )
 
 
-def refuse_rental(option: Option | None, budget: float, cost: float | None = None) -> str | None:
+def refuse_rental(
+    option: Option | None, budget: float, cost: float | None = None, keyed: frozenset[str] | None = None
+) -> str | None:
     """Why the Run button must not rent ``option`` (said when it was pressed anyway); None when it may."""
     if option is None:
         return "Pick a row of the estimate, or choose “My SSH host”."
-    reason = why_not_rentable(option)
+    reason = why_not_rentable(option, keyed)
     if reason is not None:
         return reason
     if not _fits(option, budget, cost):
@@ -381,8 +407,12 @@ class OffloadController:
         rent_factory: RentFactory | None = None,
         ssh_factory: SshFactory | None = None,
         fleet_factory: FleetFactory | None = None,
+        keys_from_keyring: bool = False,
     ) -> None:
+        """``keys_from_keyring``: rentals use the API keys stored for each provider (not a factory's own), so a
+        provider without one is said to need it before anything is asked."""
         self.store = store
+        self._keys_from_keyring = keys_from_keyring
         self.job_ids = tuple(job_ids)
         self.data_dir = store.directory
         self._estimate_function = estimate_function
@@ -391,6 +421,7 @@ class OffloadController:
         self._fleet_factory = fleet_factory
         self.selected: SelectedJobs | None = None
         self.estimate: Estimate | None = None
+        self.keyed: frozenset[str] | None = None  # the providers whose API key is stored, once estimated
         self.offload_run: OffloadRun | None = None
         self.outcome: RunOutcome | None = None
         self.spent = False
@@ -407,7 +438,7 @@ class OffloadController:
 
         def work() -> None:
             try:
-                prepared = prepare(self.store, self.job_ids, self._estimate_function)
+                prepared = prepare(self.store, self.job_ids, self._estimate_function, self._keys_from_keyring)
             except Exception as error:
                 log.exception("offload estimate failed")
                 deliver(error)
@@ -424,6 +455,7 @@ class OffloadController:
     def accept(self, prepared: Prepared) -> None:
         self.selected = prepared.selected
         self.estimate = prepared.estimate
+        self.keyed = prepared.keyed
 
     # -------------------------------------------------------------------------------------------- choosing
 

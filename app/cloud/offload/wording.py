@@ -112,8 +112,16 @@ def describe_error(error: BaseException) -> str:
 
     text = str(error).strip() or type(error).__name__
     if isinstance(error, AuthError):
-        hint = f" In a terminal: `scriba offload key set {error.provider}`." if error.provider else ""
-        return f"No usable API key. {text}{hint}"
+        # Said in the window, which has an “API keys…” button: its own words, not the command line's.
+        from app.cloud.providers import PROVIDER_CLASSES
+
+        title = PROVIDER_CLASSES[error.provider].title if error.provider in PROVIDER_CLASSES else "the provider"
+        if error.status is None:
+            return f"No usable API key: none is stored for {title}. Add it with “API keys…”, then Run again."
+        return (
+            f"No usable API key: {title} refused the stored key (HTTP {error.status}). Check that it is valid and "
+            "may create and delete machines, and store it again with “API keys…”."
+        )
     if isinstance(error, NoCapacity):
         return f"No machine free. {text}"
     if isinstance(error, HostKeyError):

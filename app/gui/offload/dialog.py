@@ -58,8 +58,10 @@ from app.cloud.offload.controller import (
     SshHostChoice,
     check_ssh_host,
     default_estimate,
+    needs_key,
     over_budget_text,
     refuse_rental,
+    stored_keys,
     why_not_rentable,
 )
 from app.cloud.offload.selection import SelectedJobs
@@ -70,7 +72,7 @@ from app.cloud.offload.wording import (
     provider_title,
     summary_text,
 )
-from app.cloud.pricing.estimate import Estimate, Option, within_budget
+from app.cloud.pricing.estimate import LOCAL_PROVIDER, Estimate, Option, within_budget
 from app.cloud.pricing.report import option_figures
 from app.cloud.pricing.spread import Spread, spread_over
 from app.core.config.settings import OffloadPreferences
@@ -90,6 +92,31 @@ OPTION_ROLE = Qt.ItemDataRole.UserRole
 PROGRESS_STEPS = 1000
 
 Confirm = Callable[[QWidget, str, str], bool]
+
+
+def launch_text(option: Option, keyed: frozenset[str] | None) -> str:
+    """The Launch column: whether Run can rent this row now, and if not for want of a key, says so."""
+    if needs_key(option, keyed):
+        return "needs an API key"
+    return "yes" if why_not_rentable(option, keyed) is None else "no"
+
+
+# This computer comes first when it costs nothing and is not much slower than the cheapest rental: a short clip
+# is not worth renting for (a machine's boot alone takes minutes).
+LOCAL_SLOWER_BY_AT_MOST = 1.5
+
+
+def preselected_row(options: Sequence[Option], keyed: frozenset[str] | None) -> int | None:
+    """The row chosen when the estimate arrives: this computer when it is fast enough (see above), else the
+    cheapest row Run can rent now, else none (no key stored: nothing to rent)."""
+    rentable = [row for row, option in enumerate(options) if why_not_rentable(option, keyed) is None]
+    cheapest = min(rentable, key=lambda row: options[row].est_cost_usd, default=None)
+    local = next((row for row, option in enumerate(options) if option.offer.provider == LOCAL_PROVIDER), None)
+    if local is not None and (
+        cheapest is None or options[local].est_seconds <= options[cheapest].est_seconds * LOCAL_SLOWER_BY_AT_MOST
+    ):
+        return local
+    return cheapest
 
 
 def ask_to_confirm(parent: QWidget, title: str, text: str) -> bool:
@@ -125,6 +152,7 @@ class OffloadDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Offload to cloud")
+        keys_from_keyring = rent_factory is None and fleet_factory is None  # no factory bringing its own keys
         if fleet_factory is None:
             from app.cloud.fleet.rented import build_rented_fleet
 
@@ -136,6 +164,7 @@ class OffloadDialog(QDialog):
             rent_factory=rent_factory,
             ssh_factory=ssh_factory,
             fleet_factory=fleet_factory,
+            keys_from_keyring=keys_from_keyring,
         )
         self._confirm = confirm
         preferences = preferences or OffloadPreferences()
@@ -303,8 +332,20 @@ class OffloadDialog(QDialog):
         """The providers' API keys (window-modal); a key set here is used by the next Run."""
         dialog = ProviderKeysDialog(self)
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.finished.connect(lambda _result: self._keys_changed())
         dialog.show()
         return dialog
+
+    def _keys_changed(self) -> None:
+        """After the API keys dialog: the rows of a provider whose key was just stored can be rented now."""
+        if self.controller.keyed is None or self.estimate is None:
+            return  # the estimate, still running, reads the keys itself
+        self.controller.keyed = stored_keys()
+        selected = self.table.selectionModel().selectedRows()
+        self._fill_table(self.estimate)
+        if selected:
+            self.table.selectRow(selected[0].row())  # the person's choice stays
+        self._update_run_button()
 
     def _with_browse(self, field: QLineEdit, title: str) -> QWidget:
         button = QToolButton()
@@ -355,12 +396,12 @@ class OffloadDialog(QDialog):
                 offer.offer,
                 offer.gpu if offer.gpu_count == 1 else f"{offer.gpu_count}× {offer.gpu}",
                 *option_figures(option),
-                "yes" if why_not_rentable(option) is None else "no",
+                launch_text(option, self.controller.keyed),
             ]
             tooltip = breakdown_text(option)
             if over_budget:
                 tooltip += f"\nOver your budget (${self.budget.value():.2f})"
-            reason = why_not_rentable(option)
+            reason = why_not_rentable(option, self.controller.keyed)
             if reason:
                 tooltip += f"\n{reason}"
             for column, text in enumerate(cells):
@@ -389,11 +430,9 @@ class OffloadDialog(QDialog):
         ]
         notes += result.notes
         self.notes_label.setText("\n".join(f"• {note}" for note in notes))
-        # Preselect the cheapest rentable row: the one most people want.
-        for row, option in enumerate(result.options):
-            if option.cheapest and why_not_rentable(option) is None:
-                self.table.selectRow(row)
-                break
+        chosen = preselected_row(result.options, self.controller.keyed)
+        if chosen is not None:
+            self.table.selectRow(chosen)
 
     def _toggle_excluded(self, shown: bool) -> None:
         self.excluded_table.setVisible(shown)
@@ -431,7 +470,7 @@ class OffloadDialog(QDialog):
         count = f"{spread.nodes} × " if spread is not None else ""
         cost = spread.cost_usd if spread is not None else option.est_cost_usd
         self.run_button.setText(f"Run on {count}{option.offer.gpu} ({option.offer.provider}) ≈ ${cost:.2f}")
-        reason = why_not_rentable(option) or over_budget_text(option, self.budget.value(), cost)
+        reason = why_not_rentable(option, self.controller.keyed) or over_budget_text(option, self.budget.value(), cost)
         self.run_button.setToolTip(reason or "Rent this machine, run the jobs there, then destroy it")
         self.run_button.setEnabled(reason is None)
 
@@ -461,7 +500,8 @@ class OffloadDialog(QDialog):
         else:
             option = self.selected_option()
             spread = self._spread(option)
-            refusal = refuse_rental(option, budget, spread.cost_usd if spread is not None else None)
+            cost = spread.cost_usd if spread is not None else None
+            refusal = refuse_rental(option, budget, cost, self.controller.keyed)
             if refusal is None and spread is not None and self.send_token.isChecked():
                 refusal = "The Hugging Face token goes to one machine only: untick it, or rent one machine."
             if refusal is not None or option is None:

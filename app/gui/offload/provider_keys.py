@@ -44,7 +44,7 @@ class ProviderKeysDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.hide()
         note = QLabel(
-            "Keys go to the system keyring (the same place `scriba offload key set` uses), never to a file. "
+            "Keys go to the system keyring, never to a file. "
             "On a machine without a keyring, set SCRIBA_VAST_API_KEY and the like in the environment instead."
         )
         note.setWordWrap(True)
