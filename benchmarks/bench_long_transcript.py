@@ -330,7 +330,7 @@ def one_run(data: Path, config: Path, job_id: int, play_seconds: float) -> dict[
     flush_saves(window)
 
     editor = view.editor
-    editor.setFocus()
+    editor.set_editing(True)  # as the Edit text button does
     put_cursor(window, number, 1)
     QTest.keyClicks(editor, "Okafor ")
 

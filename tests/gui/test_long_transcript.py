@@ -151,7 +151,7 @@ def test_every_kind_of_edit_undo_and_redo_leaves_the_document_reading_as_the_tra
     assert_reads_as_transcript(view)
 
     # Typing: a word replaced, a word removed, stray spaces; read back when the cursor leaves the paragraph.
-    editor.setFocus()
+    view.edit_button.click()
     select_words(view, 10, 1, 1)
     qtbot.keyClicks(editor, "Okafor  ")
     select_words(view, 12, 0, 0)

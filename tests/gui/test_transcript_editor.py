@@ -6,8 +6,9 @@ import itertools
 import json
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QColor, QPalette, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QApplication
 
 from app.core.queue.jobs import JobOptions
 from app.core.transcript.edit import paragraph_text
@@ -182,7 +183,7 @@ def test_typed_corrections_keep_word_timings_undo_and_survive_a_restart_into_eve
     span = editor.spans[wordy][1]
     old_word = call_transcript.segments[span.segment].words[span.token]
     select_words(view, wordy, 1, 1)
-    editor.setFocus()
+    view.edit_button.click()  # the text takes typing once asked to (a click plays, it does not edit)
     qtbot.keyClicks(editor, "Greetings")
     # Leaving the paragraph reads it back (and saves it).
     cursor = QTextCursor(editor.document().findBlockByNumber(wordy + 1))
@@ -251,8 +252,7 @@ def test_move_words_to_a_speaker_split_merge_and_rename_each_undoable(  # type: 
 
     # Two words from the first paragraph's middle were said by a third person.
     select_words(view, wordy, 2, 3)
-    view.target_speaker.setCurrentText("Guest")
-    assert view.give_to_speaker()
+    assert view.change_speaker("Guest")  # as "Change the selected words' speaker…" › a new name does
     after = [(p.speaker, paragraph_text(stored(window, job.id), p)) for p in view.paragraphs]
     assert after[wordy : wordy + 3] == [
         (before[wordy][0], " ".join(first_words[:2])),
@@ -275,9 +275,11 @@ def test_move_words_to_a_speaker_split_merge_and_rename_each_undoable(  # type: 
     cursor = editor.textCursor()
     cursor.setPosition(cursor.selectionStart())
     editor.setTextCursor(cursor)
-    view.target_speaker.setCurrentText(other)
     editor.setFocus()
-    qtbot.keyClick(editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)  # asks whose turn the rest is
+    qtbot.waitUntil(view.split_menu.isVisible, timeout=3000)
+    assert set(view.split_menu.speaker_names()) == set(view.transcript.speakers)
+    view.split_menu.pick(other)
     split = [(p.speaker, paragraph_text(stored(window, job.id), p)) for p in view.paragraphs]
     assert split[wordy] == (before[wordy][0], " ".join(first_words[:5]))
     assert split[wordy + 1][0] == other and split[wordy + 1][1].startswith(" ".join(first_words[5:]))
@@ -337,14 +339,23 @@ def test_words_selected_in_a_paragraph_being_typed_in_go_to_the_speaker_whole(  
     block = editor.document().findBlockByNumber(wordy)
     end = QTextCursor(block)
     end.setPosition(block.position() + block.length() - 1)
-    editor.setFocus()
+    view.edit_button.click()
     editor.setTextCursor(end)
     qtbot.keyClicks(editor, " Right")  # typed, not read back yet: the cursor is still in the paragraph
     select_words(view, wordy, 2, 3)
     words = editor.textCursor().selectedText()
-    view.target_speaker.setCurrentText("Guest")
-    # The click takes the focus from the document, which reads the typing back first; the selection survives.
-    qtbot.mouseClick(view.give_button, Qt.MouseButton.LeftButton)
+
+    def new_speaker() -> None:
+        if QApplication.activePopupWidget() is not view.speaker_menu:
+            QTimer.singleShot(20, new_speaker)
+            return
+        qtbot.keyClicks(view.speaker_menu.new_name, "Guest")
+        qtbot.keyClick(view.speaker_menu.new_name, Qt.Key.Key_Return)
+
+    # The menu takes the focus from the document, which reads the typing back first; the selection survives.
+    QTimer.singleShot(0, new_speaker)
+    qtbot.mouseClick(view.speaker_button, Qt.MouseButton.LeftButton)  # the menu opens once the click is handled
+    qtbot.waitUntil(lambda: "Guest" in stored(window, job.id).speakers, timeout=5000)
     saved = stored(window, job.id)
     guest = [paragraph_text(saved, p) for p in view.paragraphs if p.speaker == "Guest"]
     assert guest == [words]

@@ -186,6 +186,7 @@ def test_rename_a_speaker_and_edit_text_reach_every_export(
     cursor = QTextCursor(editor.document().findBlockByNumber(0))
     cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
     editor.setTextCursor(cursor)
+    view.edit_button.click()
     qtbot.keyClicks(editor, "Corrected first line.")
     view.commit_pending()
 

@@ -16,6 +16,7 @@ from PySide6.QtGui import (
     QColor,
     QFocusEvent,
     QFontMetrics,
+    QHelpEvent,
     QKeyEvent,
     QKeySequence,
     QMouseEvent,
@@ -29,12 +30,13 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextFormat,
 )
-from PySide6.QtWidgets import QTextEdit, QWidget
+from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
 from app.core.transcript.document import Segment, Transcript
 from app.core.transcript.edit import Paragraph, paragraph_tokens
 from app.core.transcript.times import clock
 from app.gui.theme import is_dark
+from app.gui.transcript.speaker_rename import InlineRename
 
 # Below this, Whisper's word probability is more often wrong than not worth a second look: marked.
 LOW_CONFIDENCE = 0.5
@@ -93,19 +95,64 @@ class ParagraphMargin(QWidget):
     def __init__(self, editor: TranscriptEditor) -> None:
         super().__init__(editor)
         self.editor = editor
+        self.setCursor(Qt.CursorShape.PointingHandCursor)  # every time and name in it is something to click
 
     def sizeHint(self) -> QSize:
         return QSize(self.editor.margin_width(), 0)
 
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        """A click on a paragraph's time or speaker plays the paragraph from its start."""
+    def paragraph_at(self, y: float) -> int | None:
+        """The paragraph whose first line is at ``y`` (the margin's coordinates), if any."""
         editor = self.editor
-        y = int(event.position().y()) + editor.verticalScrollBar().value() - editor.document_margin()
-        block = editor.block_at(y)
-        if block.isValid():
-            number = block.blockNumber()
-            if number < len(editor.spans) and editor.spans[number]:
-                editor.word_clicked.emit(editor.spans[number][0].seconds)  # its first word, as heard
+        block = editor.block_at(y + editor.verticalScrollBar().value() - editor.document_margin())
+        number = block.blockNumber() if block.isValid() else -1
+        return number if 0 <= number < len(editor.paragraphs) else None
+
+    def name_rect(self, number: int) -> QRect:
+        """Where paragraph ``number``'s speaker name is drawn, in the margin's coordinates (what a click hits)."""
+        editor = self.editor
+        block = editor.document().findBlockByNumber(number)
+        layout = editor.document().documentLayout()
+        top = int(layout.blockBoundingRect(block).top()) - editor.verticalScrollBar().value() + editor.document_margin()
+        left = 6 + editor.fontMetrics().horizontalAdvance(clock(editor.paragraphs[number].start) + "  ")
+        return QRect(left, top, editor.margin_width() - 6 - left, editor.fontMetrics().height())
+
+    def _hit(self, x: float, y: float) -> tuple[int, bool] | None:
+        """(paragraph, on its speaker's name) under a point of the margin."""
+        number = self.paragraph_at(y)
+        if number is None:
+            return None
+        on_name = self.editor.paragraphs[number].speaker is not None and x >= self.name_rect(number).left() - 2
+        return number, on_name
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        """A click on a paragraph's time plays it from its start; a click on its speaker's name renames them."""
+        editor = self.editor
+        hit = self._hit(event.position().x(), event.position().y())
+        if hit is None:
+            return
+        number, on_name = hit
+        if on_name:
+            editor.start_rename(number)
+        elif number < len(editor.spans) and editor.spans[number]:
+            editor.word_clicked.emit(editor.spans[number][0].seconds)  # its first word, as heard
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            hit = self._hit(event.pos().x(), event.pos().y())
+            if hit is None:
+                QToolTip.hideText()
+            else:
+                number, on_name = hit
+                paragraph = self.editor.paragraphs[number]
+                QToolTip.showText(
+                    event.globalPos(),
+                    f"{paragraph.speaker}: click to rename (every paragraph and export)"
+                    if on_name
+                    else f"Click to play from {clock(paragraph.start)}",
+                    self,
+                )
+            return True
+        return super().event(event)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         editor = self.editor
@@ -146,6 +193,8 @@ class TranscriptEditor(QTextEdit):
     undo_requested = Signal()
     split_requested = Signal()  # Ctrl+Return: the rest of the paragraph from the cursor is another speaker's
     redo_requested = Signal()
+    speaker_renamed = Signal(str, str)  # old, new: typed over the name in the margin
+    editing_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -154,6 +203,9 @@ class TranscriptEditor(QTextEdit):
         self.setUndoRedoEnabled(False)
         self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
         self.setTabChangesFocus(True)  # a tab is not a word: Tab leaves the document like any other field
+        # Reading until the person asks to edit (Edit text, or a double-click on a word): a click that plays
+        # a word leaves no text cursor behind, so a stray key afterwards changes nothing.
+        self.editing = False
         self.transcript: Transcript | None = None
         self.paragraphs: list[Paragraph] = []
         self.spans: list[list[WordSpan]] = []
@@ -167,6 +219,9 @@ class TranscriptEditor(QTextEdit):
         self._shown_blocks: tuple[int, int] | None = None  # the blocks in view when the matches were marked
         self.margin = ParagraphMargin(self)
         self.setViewportMargins(self.margin_width(), 0, 0, 0)
+        self._rename = InlineRename(self)
+        self._rename.renamed.connect(self.speaker_renamed)
+        self._apply_mode()
         self.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.document().contentsChange.connect(self._contents_changed)
         self.cursorPositionChanged.connect(self._cursor_moved)
@@ -214,7 +269,7 @@ class TranscriptEditor(QTextEdit):
         text) keeps its blocks, so that a rename, a split or an edit in a three-hour meeting rewrites a few
         paragraphs, not 26,000 words. A paragraph typed in is always written again (its spaces normalised)."""
         # The selection too (as block and offset, which survive rewriting other paragraphs): selecting words
-        # and then clicking "Give to" reads the typed paragraph back first, and must not lose what was selected.
+        # and then choosing a speaker for them reads the typed paragraph back first, and must not lose the selection.
         anchor, position = self._place(self.textCursor().anchor()), self._place(self.textCursor().position())
         scroll = self.verticalScrollBar().value()
         previous, previous_paragraphs = self.transcript, self.paragraphs
@@ -359,7 +414,10 @@ class TranscriptEditor(QTextEdit):
                 if pending:
                     writer.insertText("".join(pending), plain)
                     pending.clear()
-                doubtful.setToolTip(f"Uncertain word ({token.word.probability:.0%} confidence)")
+                doubtful.setToolTip(
+                    f"Uncertain word ({token.word.probability:.0%} confidence): the recognizer was unsure of it. "
+                    "Listen to check it."
+                )
                 writer.insertText(token.text, doubtful)
             else:
                 pending.append(token.text)
@@ -382,6 +440,36 @@ class TranscriptEditor(QTextEdit):
             self._refresh_selections()  # the matches now in view are marked
 
     # ------------------------------------------------------------------------------------------- editing
+
+    def set_editing(self, editing: bool) -> None:
+        """Editing: the text takes a cursor and typing; reading: a click on a word plays it, keys change nothing."""
+        if editing == self.editing:
+            return
+        if not editing:
+            self.commit_pending()
+        self.editing = editing
+        self._apply_mode()
+        if editing:
+            self.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.editing_changed.emit(editing)
+
+    def _apply_mode(self) -> None:
+        self.setReadOnly(not self.editing)
+        if not self.editing:
+            # Selectable with the mouse (words to give to a speaker), but no caret and nothing typed.
+            self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+    def start_rename(self, number: int) -> None:
+        """A field over paragraph ``number``'s speaker name, to type the new name in."""
+        speaker = self.paragraphs[number].speaker if number < len(self.paragraphs) else None
+        if speaker is None:
+            return
+        self.commit_pending()
+        self._rename.start(speaker, self.margin.name_rect(number).translated(self.margin.pos()))
+
+    @property
+    def rename_field(self) -> InlineRename:
+        return self._rename
 
     def _contents_changed(self, position: int, removed: int, added: int) -> None:
         if self._rendering:
@@ -456,6 +544,16 @@ class TranscriptEditor(QTextEdit):
                 return
             event.ignore()  # paragraphs are speaker turns: split one with "Split here" (Ctrl+Return in the view)
             return
+        if self.editing and event.key() == Qt.Key.Key_Escape:
+            self.set_editing(False)
+            return
+        if not self.editing and (event.text().strip() or event.key() in (Qt.Key.Key_Backspace, Qt.Key.Key_Delete)):
+            QToolTip.showText(
+                self.viewport().mapToGlobal(self.cursorRect().bottomLeft()),
+                "Reading: double-click a word, or press Edit text, to correct the transcript.",
+                self,
+            )
+            return
         if self._joins_paragraphs(event):
             return
         super().keyPressEvent(event)
@@ -493,12 +591,38 @@ class TranscriptEditor(QTextEdit):
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         super().mouseReleaseEvent(event)
-        if event.button() != Qt.MouseButton.LeftButton or self.textCursor().hasSelection():
+        # While editing, a click puts the text cursor and only that; playing is the time stamps' and Play's.
+        if self.editing or event.button() != Qt.MouseButton.LeftButton or self.textCursor().hasSelection():
             return
         position = self.cursorForPosition(event.position().toPoint()).position()
         found = self.word_at(position)
         if found is not None and found[0] not in self._dirty:  # positions in a paragraph being typed are stale
             self.word_clicked.emit(found[1].seconds)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        """A double-click on a word starts editing there, the word selected to be typed over."""
+        if not self.editing and event.button() == Qt.MouseButton.LeftButton:
+            self.set_editing(True)
+        super().mouseDoubleClickEvent(event)
+
+    def viewportEvent(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            # An uncertain word says so (and how sure the recognizer was) under the pointer.
+            cursor = self.cursorForPosition(event.pos())
+            cursor.movePosition(QTextCursor.MoveOperation.Right)
+            tip = cursor.charFormat().toolTip()
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self.viewport())
+            else:
+                QToolTip.hideText()
+            return True
+        return super().viewportEvent(event)
+
+    def has_uncertain_words(self) -> bool:
+        transcript = self.transcript
+        return transcript is not None and any(
+            word.probability < LOW_CONFIDENCE for segment in transcript.segments for word in segment.words
+        )
 
     def selected_words(self) -> tuple[tuple[int, WordSpan], tuple[int, WordSpan]] | None:
         """The first and last word the selection touches (or the word at the cursor)."""

@@ -39,6 +39,7 @@ from app.core.transcript.edit import (
 )
 from app.core.transcript.times import clock
 from app.gui.transcript.editor import TranscriptEditor
+from app.gui.transcript.speaker_menu import SpeakerMenu
 from app.gui.transcript.speaker_timeline import SpeakerTimeline
 
 if TYPE_CHECKING:  # QtMultimedia itself is imported on first playback (it starts FFmpeg and the audio backend)
@@ -82,35 +83,56 @@ class TranscriptView(QWidget):
         self.title.setWordWrap(True)
         self.search = QLineEdit()
         self.search.setPlaceholderText("Find (Enter: next match)")
+        self.search.setToolTip("Find words in this transcript (Ctrl+F); Enter goes to the next match")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._search_changed)
         self.search.returnPressed.connect(self.find_next)
         self.match_label = QLabel("")
         self.replacement = QLineEdit()
         self.replacement.setPlaceholderText("Replace with")
+        self.replacement.setToolTip("What every match of the search becomes when you press Replace all")
         self.replace_button = QPushButton("Replace all")
+        self.replace_button.setToolTip("Replace every match in this transcript (Undo takes it back)")
         self.replace_button.clicked.connect(self.replace_all)
 
         self.speaker_box = QComboBox()
-        self.speaker_box.setToolTip("Speaker to rename")
+        self.speaker_box.setToolTip("A speaker of this transcript, to rename or remember (or click a name in the text)")
+        # Sized to the longest name whenever the names change (sized once, while empty, it cut "SPEAKER_00").
+        self.speaker_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.rename_button = QPushButton("Rename…")
         self.rename_button.setToolTip("Rename this speaker in every paragraph and export")
         self.rename_button.clicked.connect(self._ask_rename)
         self.remember_button = QPushButton("Remember…")
         self.remember_button.setToolTip("Name this voice in new transcripts too (voiceprint kept on this computer)")
         self.remember_button.clicked.connect(lambda: self.remember_requested.emit(self.speaker_box.currentText()))
-        self.target_speaker = QComboBox()
-        self.target_speaker.setEditable(True)
-        self.target_speaker.setToolTip("Who said the selected words (a new name adds a speaker)")
-        self.give_button = QPushButton("Give to")
-        self.give_button.setToolTip(
-            "The selected words (or, with no selection, the rest of the paragraph from the cursor: a split) "
-            "were said by the speaker beside (Ctrl+Return)"
+        # Who said it: the paragraph at the cursor (or the selected words) to a speaker chosen from a menu.
+        self.speaker_menu = SpeakerMenu(self)
+        self.speaker_menu.chosen.connect(self.change_speaker)
+        self.speaker_button = QPushButton("Change this paragraph's speaker…")
+        self.speaker_button.setMenu(self.speaker_menu)
+        self.speaker_button.setToolTip(
+            "Who said this paragraph (or, with words selected, just those words): pick a speaker or type a new name"
         )
-        self.give_button.clicked.connect(self.give_to_speaker)
-        self.merge_button = QPushButton("Merge up")
-        self.merge_button.setToolTip("The paragraph at the cursor joins the one before it, and its speaker")
+        # Ctrl+Return: the rest of the paragraph from the cursor is someone else's turn.
+        self.split_menu = SpeakerMenu(self, "The rest of this paragraph is said by")
+        self.split_menu.chosen.connect(self.give_to_speaker)
+        self.merge_button = QPushButton("Join with the paragraph above")
+        self.merge_button.setToolTip(
+            "The paragraph at the cursor joins the one above it and takes its speaker (one turn cut in two)"
+        )
         self.merge_button.clicked.connect(self.merge_with_previous)
+        self.edit_button = QPushButton("Edit text")
+        self.edit_button.setCheckable(True)
+        self.edit_button.setToolTip(
+            "Off: a click on a word plays from it and keys change nothing. On: a click puts the text cursor to "
+            "correct words (a double-click on a word turns it on; Esc turns it off)"
+        )
+        self.legend = QLabel(
+            "Words with a wavy underline are ones the recognizer was unsure of: point at one to see how sure, "
+            "click it to hear it."
+        )
+        self.legend.setWordWrap(True)
+        self.legend.setVisible(False)
 
         self.play_button = QPushButton("Play")
         self.play_button.setToolTip("Play or pause the audio (Ctrl+P); click a word to play from it")
@@ -131,7 +153,8 @@ class TranscriptView(QWidget):
         self.undo_action.setShortcut(QKeySequence.StandardKey.Undo)
         self.undo_action.triggered.connect(self.undo)
         self.redo_action = QAction("Redo", self)
-        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence(QKeySequence.StandardKey.Redo)])
+        # The platform's Redo keys once each (Ctrl+Shift+Z here): a key bound twice is ambiguous and does nothing.
+        self.redo_action.setShortcuts(QKeySequence.StandardKey.Redo)
         self.redo_action.triggered.connect(self.redo)
         self.undo_stack.canUndoChanged.connect(self.undo_action.setEnabled)
         self.undo_stack.canRedoChanged.connect(self.redo_action.setEnabled)
@@ -147,36 +170,44 @@ class TranscriptView(QWidget):
         self.editor.words_edited.connect(self._words_edited)
         self.editor.word_clicked.connect(self.play_from_seconds)
         self.editor.undo_requested.connect(self.undo)
-        self.editor.split_requested.connect(self.give_to_speaker)
+        self.editor.split_requested.connect(self._offer_split)
         self.editor.redo_requested.connect(self.redo)
+        self.editor.speaker_renamed.connect(self.rename_speaker)
+        self.editor.editing_changed.connect(self.edit_button.setChecked)
+        self.editor.selectionChanged.connect(self._selection_changed)
+        self.edit_button.toggled.connect(self.editor.set_editing)
 
         find_row = QHBoxLayout()
         find_row.addWidget(self.search, 2)
         find_row.addWidget(self.match_label)
         find_row.addWidget(self.replacement, 1)
         find_row.addWidget(self.replace_button)
-        # A tool bar rather than a row of buttons: what does not fit a narrow window (800x600, the view beside
-        # the queue) goes into its » menu instead of making the window wider than the screen.
+        # Tool bars rather than rows of buttons: what does not fit a narrow window (800x600, the view beside
+        # the queue) goes into a » menu instead of making the window wider than the screen. Two of them, listening
+        # and who speaks, so that at 1280x720 the labelled buttons mostly fit.
         self.tools = QToolBar("Transcript")
         self.tools.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         for widget in (self.play_button, self.speed_box, self.follow_box):
             self.tools.addWidget(widget)
         self.tools.addSeparator()
+        self.tools.addWidget(self.edit_button)
         self.tools.addAction(self.undo_action)
         self.tools.addAction(self.redo_action)
-        self.tools.addSeparator()
+        self.speaker_tools = QToolBar("Speakers")
+        for widget in (self.speaker_button, self.merge_button):
+            self.speaker_tools.addWidget(widget)
+        self.speaker_tools.addSeparator()
         for widget in (self.speaker_box, self.rename_button, self.remember_button):
-            self.tools.addWidget(widget)
-        self.tools.addSeparator()
-        for widget in (self.target_speaker, self.give_button, self.merge_button):
-            self.tools.addWidget(widget)
+            self.speaker_tools.addWidget(widget)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addLayout(find_row)
         layout.addWidget(self.tools)
+        layout.addWidget(self.speaker_tools)
         layout.addWidget(self.timeline)
         layout.addWidget(self.editor, 1)
+        layout.addWidget(self.legend)
         self._set_enabled(False)
 
     # ------------------------------------------------------------------------------------------- content
@@ -189,9 +220,9 @@ class TranscriptView(QWidget):
             self.speaker_box,
             self.rename_button,
             self.remember_button,
-            self.target_speaker,
-            self.give_button,
+            self.speaker_button,
             self.merge_button,
+            self.edit_button,
             self.play_button,
             self.speed_box,
             self.follow_box,
@@ -203,9 +234,21 @@ class TranscriptView(QWidget):
         """Typing not yet read back becomes an edit now (before the job changes or the window closes)."""
         self.editor.commit_pending()
 
+    def _forget_reading(self) -> None:
+        """What belonged to the transcript being read goes with it: the search, its marks, the played word."""
+        self.editor.set_editing(False)
+        for field in (self.search, self.replacement):
+            with QSignalBlocker(field):
+                field.clear()
+        self.match_label.clear()
+        self.editor.set_matches([])
+        self.editor.playing = None
+        self.timeline.set_position(None)
+
     def clear(self, message: str = "Select a finished job to read its transcript.") -> None:
         self.commit_pending()
         self.stop_playback()
+        self._forget_reading()
         self.transcript, self.job_id, self.paragraphs = None, None, []
         self.undo_stack.clear()
         self.title.setText(message)
@@ -213,13 +256,14 @@ class TranscriptView(QWidget):
         self.timeline.set_paragraphs(0.0, [], self.editor.colour_of)
         self.timeline.set_position(None)
         self.speaker_box.clear()
-        self.target_speaker.clear()
+        self.legend.setVisible(False)
         self._set_enabled(False)
 
     def show_transcript(self, job_id: int, transcript: Transcript, media: Path | None = None) -> None:
         self.commit_pending()
         if job_id != self.job_id:
             self.stop_playback()
+            self._forget_reading()
             self.undo_stack.clear()  # one history per transcript shown: undo never reaches into another job
         elif transcript != self.transcript:
             self.undo_stack.clear()  # the job was transcribed again: the old history describes another text
@@ -247,14 +291,17 @@ class TranscriptView(QWidget):
         self.paragraphs = paragraphs(transcript)
         self.editor.set_transcript(transcript, self.paragraphs)
         self.timeline.set_paragraphs(transcript.duration, self.paragraphs, self.editor.colour_of)
-        for box in (self.speaker_box, self.target_speaker):
-            current = box.currentText()
-            with QSignalBlocker(box):
-                box.clear()
-                box.addItems(list(transcript.speakers))
-                if current in transcript.speakers or box.isEditable():
-                    box.setCurrentText(current)
+        box = self.speaker_box
+        current = box.currentText()
+        with QSignalBlocker(box):
+            box.clear()
+            box.addItems(list(transcript.speakers))
+            if current in transcript.speakers:
+                box.setCurrentText(current)
         self.rename_button.setEnabled(bool(transcript.speakers))
+        self.speaker_menu.set_speakers(transcript.speakers)
+        self.split_menu.set_speakers(transcript.speakers)
+        self.legend.setVisible(self.editor.has_uncertain_words())
         self._search_changed(self.search.text())
 
     def apply(self, transcript: Transcript) -> None:
@@ -309,11 +356,36 @@ class TranscriptView(QWidget):
         if accepted:
             self.rename_speaker(old, new)
 
-    def give_to_speaker(self, speaker: str | None = None) -> bool:
-        """The selected words were said by ``speaker`` (default: the one beside the button). Without a selection,
-        the paragraph is split at the cursor and its rest given to that speaker."""
+    def _selection_changed(self) -> None:
+        whose = "the selected words'" if self.editor.textCursor().hasSelection() else "this paragraph's"
+        self.speaker_button.setText(f"Change {whose} speaker…")
+
+    def _offer_split(self) -> None:
+        """Ctrl+Return: a menu at the cursor asks whose turn the rest of the paragraph is."""
+        if self.transcript is None:
+            return
+        rect = self.editor.cursorRect()
+        self.split_menu.popup(self.editor.viewport().mapToGlobal(rect.bottomLeft()))
+
+    def change_speaker(self, speaker: str) -> bool:
+        """``speaker`` said the selected words or, with none selected, the whole paragraph at the cursor."""
         self.commit_pending()
-        name = (speaker if isinstance(speaker, str) else self.target_speaker.currentText()).strip()
+        if self.transcript is None or not speaker.strip():
+            return False
+        if self.editor.textCursor().hasSelection():
+            return self.give_to_speaker(speaker)
+        number = self.editor.textCursor().blockNumber()
+        if not 0 <= number < len(self.paragraphs) or not self.editor.spans[number]:
+            return False
+        first, last = self.editor.spans[number][0], self.editor.spans[number][-1]
+        changed = assign_speaker(self.transcript, (first.segment, first.token), (last.segment, last.token), speaker)
+        return self.edit(f"paragraph to {speaker.strip()}", changed)
+
+    def give_to_speaker(self, speaker: str) -> bool:
+        """The selected words were said by ``speaker``. Without a selection, the paragraph is split at the cursor
+        and its rest given to that speaker."""
+        self.commit_pending()
+        name = speaker.strip()
         selected = self.editor.selected_words()
         if self.transcript is None or not name or selected is None:
             return False
