@@ -239,6 +239,7 @@ class DictationEditor:
         self._lower_next = False  # Whisper's own sentence end next to a spoken comma was dropped
         self._glue_next = False  # after an opening quote: no space before the next word
         self._held: list[_Token] = []  # a final's last word that may begin a command the next final ends
+        self._low = 0  # the shortest the document was during the final being applied
 
     @property
     def document(self) -> str:
@@ -264,6 +265,7 @@ class DictationEditor:
         """The edit a final makes. ``words`` (with their times) mark pauses; ``at_pause``: the speaker paused
         after the final's last word (a final of plain text, without that knowledge, is taken as whole)."""
         before = self._document
+        self._low = len(before)  # every change is at the end: the text before the lowest point stays
         self._finals += 1
         tokens = self._held + _tokens(text, words)
         self._held = []
@@ -273,7 +275,7 @@ class DictationEditor:
             # paragraph" into two finals. The word waits for the next final (or finish()).
             self._held = [tokens.pop()]
         actions: list[str] = []
-        shown: list[str] = []
+        shown: list[_Step | str] = []  # text steps (read at the end: a mark trims Whisper's comma off them)
         plain: list[_Token] = []
         index = 0
         previous_command = False
@@ -296,15 +298,16 @@ class DictationEditor:
         if plain:
             shown.append(self._add_text(plain))
         after = self._document
-        common = 0
+        common = self._low
         limit = min(len(before), len(after))
         while common < limit and before[common] == after[common]:
             common += 1
-        return Edit(len(before) - common, after[common:], tuple(actions), " ".join(part for part in shown if part))
+        parts = [part.added.strip() if isinstance(part, _Step) else part for part in shown]
+        return Edit(len(before) - common, after[common:], tuple(actions), " ".join(part for part in parts if part))
 
     # ---- text
 
-    def _add_text(self, tokens: list[_Token]) -> str:
+    def _add_text(self, tokens: list[_Token]) -> _Step | str:
         words = [token.text for token in tokens]
         table = self.table
         if self.rules.numbers and table is not None:
@@ -324,8 +327,9 @@ class DictationEditor:
         if document and not document[-1].isspace() and not self._glue_next:
             text = " " + text
         self._glue_next = False
-        self._push(_Step("text", "", text, self._finals))
-        return text.strip()
+        step = _Step("text", "", text, self._finals)
+        self._push(step)
+        return step
 
     # ---- commands
 
@@ -354,6 +358,7 @@ class DictationEditor:
             # Taken off the text step itself: undoing the command then takes back only what was said.
             self._log[-1].added = self._log[-1].added[: len(self._log[-1].added) - len(removed)]
             document = self._document = document[: len(document) - len(removed)]
+            self._low = min(self._low, len(document))
         if action == "open_quote":
             added = command.text if not document or document[-1].isspace() or glue else " " + command.text
             self._glue_next = True
@@ -433,10 +438,12 @@ class DictationEditor:
         if step.added and not document.endswith(step.added):  # never happens while the log is consistent
             raise RuntimeError("the dictation document does not end with the step taken back")
         self._document = document[: len(document) - len(step.added)] + step.removed
+        self._low = min(self._low, len(document) - len(step.added))
 
     def _push(self, step: _Step) -> None:
         document = self._document
         self._document = document[: len(document) - len(step.removed)] + step.added
+        self._low = min(self._low, len(document) - len(step.removed))
         self._log.append(step)
 
 

@@ -144,6 +144,29 @@ def test_a_command_cut_in_two_by_agreement_is_put_together() -> None:
     assert screen == editor.document and screen.endswith("nine. Brand new")
 
 
+def test_a_mark_said_after_a_pause_replaces_whispers_own_with_the_fewest_keys() -> None:
+    """ "Please bring the reports." was typed; "Question mark." arrives as the next final: one BackSpace for
+    Whisper's full stop, then "?"."""
+    editor = DictationEditor(COMMANDS)
+    assert editor.apply("Please bring the reports.") == Edit(
+        0, "Please bring the reports.", (), "Please bring the reports."
+    )
+    assert editor.apply("Question mark.") == Edit(1, "?", ("[question mark]",), "[question mark]")
+    assert editor.apply("New paragraph.").text == "\n\n"
+    assert editor.apply("thanks").text == "Thanks"
+
+
+def test_a_final_is_shown_with_its_commands_as_labels() -> None:
+    """What the CLI prints and a panel shows: the words as typed, each command's label where it was said."""
+    editor = DictationEditor(COMMANDS)
+    assert (
+        editor.apply("Hello, comma, how are you? Question mark.").shown == "Hello [comma] how are you [question mark]"
+    )
+    edit = editor.apply("Send it to Anna, scratch that, send it to Maria, period.")
+    assert edit.shown == "Send it to Anna, ⌫ scratch that Send it to Maria [period]"
+    assert edit.actions == ("⌫ scratch that: Send it to Anna,", "[period]")
+
+
 # ------------------------------------------------------------------------------------------------ scratch, undo
 
 

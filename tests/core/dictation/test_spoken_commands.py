@@ -173,6 +173,66 @@ def test_scratch_that_on_a_replay_takes_back_the_last_sentence(
     assert len(taken_back) == 1 and taken_back[0].erase >= len("the report to Anna")
 
 
+def pauses(samples: np.ndarray, shortest_s: float = 0.3) -> list[tuple[int, int]]:
+    """(start, end) samples of the quiet stretches of a real recording, at least ``shortest_s`` long: 20 ms
+    frames within 5 dB of its quietest tenth (a real room's noise floor, not digital silence)."""
+    frame = SAMPLE_RATE // 50
+    count = len(samples) // frame
+    levels = 20 * np.log10(np.sqrt(np.mean(samples[: count * frame].reshape(count, frame) ** 2, axis=1)) + 1e-9)
+    quiet = levels < np.percentile(levels, 10) + 5
+    found, start = [], None
+    for index, still in enumerate([*quiet, False]):
+        if still and start is None:
+            start = index
+        elif not still and start is not None:
+            if (index - start) * frame >= shortest_s * SAMPLE_RATE:
+                found.append((start * frame, index * frame))
+            start = None
+    return found
+
+
+def test_commands_spliced_into_a_real_reading(espeak: str, decoder: WhisperDecoder) -> None:
+    """A real speaker's reading (mfa_en_spontaneous_a) cut at two of its own pauses, with espeak-ng saying
+    "period", "new paragraph" between the parts and "question mark" after them: the two parts become two
+    paragraphs, the first ending with a full stop, the second with a question mark, and the real speech
+    itself sets off no command."""
+    from app.core.engine.audio import decode_audio
+    from tests.real_speech import real_speech_dir
+
+    reading = decode_audio(real_speech_dir() / "mfa_en_spontaneous_a.wav").samples
+    quiet = pauses(reading)
+    first = next(pause for pause in quiet if pause[0] > 4 * SAMPLE_RATE)
+    second = next(pause for pause in quiet if pause[0] > first[1] + 3 * SAMPLE_RATE)
+    name, pitch = synth.VOICES[0]
+
+    def said(text: str) -> np.ndarray:
+        return synth.speak(text, name, pitch) * 0.8
+
+    breath = np.zeros(int(BREATH_S * SAMPLE_RATE), dtype=np.float32)
+    # A second's pause around the other voice: a person dictating sets the commands apart, and tiny.en heard
+    # nothing of espeak-ng's words run straight into the reader's (they vanished from the final).
+    apart = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    samples = np.concatenate(
+        [
+            reading[: first[0]],
+            apart,
+            said("period"),
+            breath,
+            said("new paragraph"),
+            apart,
+            reading[first[1] : second[0]],
+            apart,
+            said("question mark"),
+            np.zeros(SAMPLE_RATE, dtype=np.float32),
+        ]
+    )
+    screen, actions, _ = streamed(samples, DictationOptions(commands=True), decoder)
+    assert actions == ["[period]", "[new paragraph]", "[question mark]"], screen
+    paragraphs = screen.split("\n\n")
+    assert len(paragraphs) == 2 and paragraphs[0].endswith(".") and paragraphs[1].endswith("?"), screen
+    assert "acoustic" in paragraphs[0].lower() and literal_commands(screen) == [], screen
+
+
 def test_trap_words_on_a_replay_stay_words(espeak: str, decoder: WhisperDecoder) -> None:
     """Said straight through, "a period of time" and "a new line of products" are words, not commands."""
     samples = prompt("I waited for a period of time", 1.0, "We launched a new line of products")
@@ -245,6 +305,10 @@ def test_dictate_commands_and_replacements_from_the_command_line(espeak: str, tm
     assert all(edit["erase"] == 0 for edit in edits)
     assert "the Q3 report to Mariah.\n\nThanks" in typed, typed
     assert "[period]" in [action for edit in edits for action in edit["actions"]]
+    # Without --jsonl each final is printed with its commands as labels.
+    shown = _cli("--from-file", str(audio), "--commands", "--replacements", str(rules), config=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Q3 report to Mariah [period] [new paragraph] Thanks" in shown.stdout, shown.stdout
 
 
 def test_dictate_says_which_replacements_file_is_missing(tmp_path: Path) -> None:
