@@ -366,3 +366,36 @@ def test_redo_is_one_key_on_an_x_desktop(sample_dir: Path, call_transcript, tmp_
     assert report["platform"] == "xcb" and report["redo keys"] == "Ctrl+Shift+Z"
     assert report["active"] and report["undone"]
     assert report["redone"] and report["ambiguous"] == []
+
+
+def test_playback_over_a_paragraph_being_typed_in_warns_nothing(  # type: ignore[no-untyped-def]
+    open_window, qtbot, sample_dir: Path, call_transcript, qtlog
+) -> None:
+    """The word being heard is marked where the document last put it: in a paragraph shortened by typing not
+    read back yet, the last words' places lie past its end (Qt: "QTextCursor::setPosition: Position … out of
+    range")."""
+    window, job, view = open_on_call(open_window, qtbot, sample_dir, call_transcript)
+    editor = view.editor
+    number = max(n for n, spans in enumerate(editor.spans) if len(spans) >= 3)  # past its end: the document's
+    last = editor.spans[number][-1]
+    heard = call_transcript.segments[last.segment].words[last.token].start
+    view.edit_button.click()
+    block = editor.document().findBlockByNumber(number)
+    cursor = editor.textCursor()
+    cursor.setPosition(block.position() + block.length() - 1)
+    editor.setTextCursor(cursor)
+    for _ in range(last.end - editor.spans[number][1].start):
+        qtbot.keyClick(editor, Qt.Key.Key_Backspace)  # the paragraph down to its first word, still being typed
+    assert editor.has_pending_edits()
+    view.highlight_at(heard + 0.001)  # as the player's position update would
+    view.highlight_at(heard + 0.002)
+    assert [record.message for record in qtlog.records if "out of range" in record.message] == []
+    # Nothing marked outside the paragraph's text as it is now (no other paragraph's words).
+    block = editor.document().findBlockByNumber(number)
+    marked = [s.cursor for s in editor.extraSelections() if s.cursor.hasSelection()]
+    assert all(
+        block.position() <= c.selectionStart() and c.selectionEnd() < block.position() + block.length() for c in marked
+    )
+    qtbot.keyClick(editor, Qt.Key.Key_Escape)  # read back: the paragraph is one word now
+    qtbot.waitUntil(lambda: not editor.has_pending_edits(), timeout=3000)
+    assert len(paragraph_text(stored(window, job.id), view.paragraphs[number]).split()) == 1

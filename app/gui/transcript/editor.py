@@ -645,7 +645,7 @@ class TranscriptEditor(QTextEdit):
             return
         self.playing = playing
         self._refresh_selections()
-        if playing is not None and self.follow_playback:
+        if playing is not None and self.follow_playback and playing[0] not in self._dirty:
             rect = self.word_rect(*playing)
             if not self.viewport().rect().contains(rect):
                 bar = self.verticalScrollBar()
@@ -694,7 +694,9 @@ class TranscriptEditor(QTextEdit):
                 # longer fits its paragraph is not drawn.
                 if stop < document.findBlockByNumber(block).length():
                     selections.append(self._selection(block, start, stop, background=found))
-        if self.playing is not None:
+        # Not in a paragraph being typed in: its words' places are those from before the typing, and a shortened
+        # last paragraph puts them past the document's end.
+        if self.playing is not None and self.playing[0] not in self._dirty:
             block, index = self.playing
             span = self.spans[block][index]
             selections.append(
