@@ -20,7 +20,7 @@ APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfon
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: dist gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install screenshot run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
+.PHONY: dist gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
 
 venv: $(STAMP)
 
@@ -121,14 +121,11 @@ package: venv
 	$(BIN)/pyinstaller --noconfirm --clean packaging/scriba.spec --distpath dist --workpath build/pyinstaller
 	bash packaging/check_bundle.sh dist/scriba
 
-# resources/screenshot.png for the README: a real window under Xvfb (installs xvfb, xdotool, imagemagick).
-screenshot: venv system-deps
-	bash packaging/screenshot.sh resources/screenshot.png
-
 # resources/window-*.png for the README: the window (the editor on a real AMI meeting) and each dialog on a
-# 1280x720 screen, the real window under Xvfb (xvfb-run, from the xvfb package); about a minute, most of it
-# transcribing the two recordings.
+# 1280x720 screen, the real window under Xvfb (installs xvfb and Qt's X libraries when missing); about a minute,
+# most of it transcribing the two recordings.
 screenshots: venv
+	@$(MAKE) --no-print-directory apt-install PACKAGES="xvfb $(QT_XCB_PACKAGES) libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 fonts-dejavu-core"
 	xvfb-run -a -s "-screen 0 1280x720x24" $(BIN)/python packaging/screenshots.py resources
 
 clean:

@@ -6,8 +6,9 @@ The real window (Qt's xcb platform on the X server xvfb-run starts) on a queue t
 four-person meeting (AMI ES2003a's first 30 s, from ../shared/real-speech, or SCREENSHOT_AMI) and pyannote's
 sample phone call, transcribed by `scriba queue run` on the bundled tiny.en with the built-in diarizer, offline,
 in a temporary data, config and cache folder (the user's queue and settings are not touched). The window fills
-the screen and is taken whole (window-editor.png, 1280x720); each dialog is opened over it as the window opens
-it and taken as it lies on that screen (window-NAME.png). Stored with a 256-colour palette (Pillow): small.
+the screen and is taken whole (window-editor.png, 1280x720; window-editor-dark.png in the dark theme); each
+dialog is opened over it as the window opens it and taken as it lies on that screen (window-NAME.png). Stored
+with a 256-colour palette (Pillow): small.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def take(data: Path, config: Path, folder: Path) -> int:
         QTest.qWaitForWindowExposed(widget)
         QTest.qWait(300)  # painted: text laid out, the transcript's paragraphs wrapped
         if widget is window:
+            window.statusBar().clearMessage()  # "Saved." after the rename is not what the picture is about
+            QTest.qWait(50)
             save(screen.grabWindow(0).toImage(), folder / f"window-{name}.png")
         else:
             area = widget.frameGeometry()
@@ -148,8 +151,10 @@ def take(data: Path, config: Path, folder: Path) -> int:
     if view.transcript is not None and view.transcript.speakers:
         view.rename_speaker(view.transcript.speakers[0], "Chair")
     window.table.setFocus()
-    window.statusBar().clearMessage()
     shoot("editor", window)
+    apply_theme("dark")
+    shoot("editor-dark", window)
+    apply_theme("light")
 
     first = window.open_first_run()
     wait_until(lambda: first.recommendation is not None)
