@@ -244,7 +244,7 @@ def _wait_for_line(process: subprocess.Popen[str], words: str, seen: list[str], 
     raise AssertionError(f"no {words!r} from scriba: {''.join(seen)}")
 
 
-@pytest.mark.parametrize("mode", ["toggle", "push"])
+@pytest.mark.parametrize("mode", ["toggle", "hold"])
 def test_global_hotkey_while_xterm_has_focus_dictates_into_it(
     mode: str, x_display: str, pulse: dict[str, str], spoken_wav: Path, tmp_path: Path
 ) -> None:
@@ -266,7 +266,7 @@ def test_global_hotkey_while_xterm_has_focus_dictates_into_it(
                 "--jsonl",
                 "--hotkey",
                 "ctrl+alt+d",
-                "--hotkey-mode",
+                "--mode",
                 mode,
             ],
             stdout=subprocess.PIPE,
@@ -379,24 +379,6 @@ def test_hotkey_text_is_parsed_or_refused_in_words() -> None:
     for wrong, words in (("ctrl+", "modifiers and a key"), ("hyper+d", "unknown modifier"), ("ctrl+nosuchkey", "key")):
         with pytest.raises(DesktopError, match=words):
             parse_hotkey(wrong)
-
-
-@pytest.mark.unit
-def test_toggle_and_push_to_talk_switch_listening() -> None:
-    from app.core.desktop.x11_hotkey import HotkeySwitch
-
-    seen: list[str] = []
-    toggle = HotkeySwitch("toggle", lambda: seen.append("start"), lambda: seen.append("stop"))
-    for _ in range(3):
-        toggle.pressed()
-        toggle.released()
-    assert seen == ["start", "stop", "start"] and toggle.listening
-    seen.clear()
-    push = HotkeySwitch("push", lambda: seen.append("start"), lambda: seen.append("stop"))
-    push.pressed()
-    push.pressed()  # a second press while held (auto-repeat that slipped through) changes nothing
-    push.released()
-    assert seen == ["start", "stop"] and not push.listening
 
 
 @pytest.mark.unit

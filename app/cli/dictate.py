@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.common import resolve_data_dir
 from app.core.cancel import CancelToken
+from app.core.dictation.modes import DEFAULT_MODE, MODES, parse_mode
 from app.core.errors import ExitCode
 
 
@@ -69,17 +70,21 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="KEYS",
         help="listen only when this global hotkey says so, e.g. ctrl+alt+d (X11; works whichever window has focus)",
     )
+    modes = "; ".join(f"{name}: {words.lower()}" for name, words in MODES.items())
     dictate.add_argument(
-        "--hotkey-mode",
-        choices=("toggle", "push"),
-        default="toggle",
-        help="toggle: a press starts and the next stops; push: listen while the key is held, type on release "
-        "(default: toggle)",
+        "--mode",
+        choices=tuple(MODES),
+        default=None,
+        help=f"how --hotkey drives listening: {modes} (default: {DEFAULT_MODE})",
     )
+    # The earlier name of --mode ("push" was hold's name).
+    dictate.add_argument("--hotkey-mode", dest="mode", type=parse_mode, help=argparse.SUPPRESS)
+    dictate.add_argument("--no-sound", action="store_true", help="no tone when the hotkey starts and stops listening")
 
 
 if TYPE_CHECKING:
     from app.core.dictation.controller import ControllerEvent, DictationController
+    from app.core.dictation.sounds import ListeningSounds
     from app.core.dictation.vocabulary import Replacement
     from app.core.queue.jobs import JobStore
 
@@ -114,6 +119,9 @@ def cmd_dictate(args: argparse.Namespace) -> int:
         print(
             "scriba: error: --hotkey listens to the microphone; it goes without --from-file and --save", file=sys.stderr
         )
+        return ExitCode.USAGE
+    if args.mode in ("hold", "toggle") and args.hotkey is None:
+        print(f"scriba: error: --mode {args.mode} is driven by a hotkey: give --hotkey KEYS too", file=sys.stderr)
         return ExitCode.USAGE
 
     from app.core.desktop.display import DesktopError
@@ -157,10 +165,12 @@ def cmd_dictate(args: argparse.Namespace) -> int:
             return ExitCode.FAILED
         if args.hotkey is not None:
             try:
-                controller.set_hotkey(args.hotkey, args.hotkey_mode)  # before the model loads: a held key is said
+                controller.set_hotkey(args.hotkey, args.mode or DEFAULT_MODE)  # before the model loads
             except DesktopError as error:
                 print(f"scriba: error: {error}", file=sys.stderr)
                 return ExitCode.FAILED
+            if not args.no_sound:
+                controller.sounds = _sounds(controller, printer)
             return _on_hotkey(controller, printer)
         if from_file is not None:
             controller.start()
@@ -238,11 +248,24 @@ def _on_hotkey(controller: DictationController, printer: _Printer) -> int:
     assert hotkey is not None
     if not controller.load():
         return ExitCode.FAILED
-    how = "hold it while you speak" if controller.hotkey_mode == "push" else "press it again to stop"
     printer.hotkey = hotkey.hotkey.text
-    print(f"Ready: press {printer.hotkey} to dictate ({how}); Ctrl+C quits.", file=sys.stderr, flush=True)
+    printer.mode = controller.hotkey_mode
+    if controller.hotkey_mode == "continuous":
+        line = f"Ready: listening; press {printer.hotkey} to pause and resume; Ctrl+C quits."
+    else:
+        how = "hold it while you speak" if controller.hotkey_mode == "hold" else "press it again to stop"
+        line = f"Ready: press {printer.hotkey} to dictate ({how}); Ctrl+C quits."
+    print(line, file=sys.stderr, flush=True)
+    controller.begin()  # continuous mode listens from now on
     _until_interrupted(controller, lambda: True, start=False)
     return ExitCode.OK
+
+
+def _sounds(controller: DictationController, printer: _Printer) -> ListeningSounds:
+    from app.core.dictation.controller import Notice
+    from app.core.dictation.sounds import ListeningSounds
+
+    return ListeningSounds(on_error=lambda text: printer(Notice(controller.run_number, text)))
 
 
 class _Printer:
@@ -256,6 +279,7 @@ class _Printer:
         self.jsonl = bool(args.jsonl)
         self.interactive = sys.stdout.isatty() and not self.jsonl
         self.hotkey: str | None = None  # set once the hotkey is had: the lines then say how to go on
+        self.mode = DEFAULT_MODE
         self.failed = False  # a problem ended a run
         self.edits = False  # commands, numbers or replacements are on: finals are shown as they were edited
         self._lock = threading.Lock()
@@ -285,7 +309,8 @@ class _Printer:
                 line = "Listening." if self.hotkey else "Listening; Ctrl+C stops (everything said before it is kept)."
                 print(line, file=sys.stderr, flush=True)
             elif isinstance(event, RunEnded) and self.hotkey and event.listened:
-                print(f"Paused; press {self.hotkey} to dictate.", file=sys.stderr, flush=True)
+                again = "resume" if self.mode == "continuous" else "dictate"
+                print(f"Paused; press {self.hotkey} to {again}.", file=sys.stderr, flush=True)
 
     def _show(self, kind: str, text: str, as_json: str) -> None:
         if self.jsonl:

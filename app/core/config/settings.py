@@ -84,12 +84,14 @@ class WindowState:
 
 @dataclass(frozen=True)
 class DictationPreferences:
-    """Dictation into other programs: "type" or "copy" besides the panel (None: the panel only), and the global
-    hotkey ("ctrl+alt+d"; None: none) with its mode, "toggle" or "push" (push-to-talk)."""
+    """Dictation into other programs: "type" or "copy" besides the panel (None: the panel only), the global
+    hotkey ("ctrl+alt+d"; None: none) with its mode (app.core.dictation.modes: "hold", "toggle", "continuous";
+    "push" is hold's earlier name), and the start/stop sound."""
 
     output: str | None = None
     hotkey: str | None = None
     hotkey_mode: str = "toggle"
+    sounds: bool = True
     # Dictation's own model and language (file jobs use JobDefaults'): it must keep up with speech on the CPU.
     model: str = "tiny.en"
     language: str | None = None

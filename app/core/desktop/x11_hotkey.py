@@ -13,14 +13,12 @@ import select
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from app.core.desktop.display import DesktopError, display_system
 from app.core.desktop.x11_typing import open_display
 
 log = logging.getLogger(__name__)
-
-HotkeyMode = Literal["toggle", "push"]
 
 # X modifier masks (X.h): ShiftMask, LockMask, ControlMask, Mod1 (Alt), Mod2 (Num Lock), Mod4 (Super)
 _SHIFT, _LOCK, _CONTROL, _MOD1, _MOD2, _MOD4 = 1, 2, 4, 8, 16, 64
@@ -185,36 +183,6 @@ class X11GlobalHotkey:
             callback()
         except Exception:  # a failing callback must not end the listener
             log.exception("hotkey callback failed")
-
-
-class HotkeySwitch:
-    """Turns hotkey presses into "start listening"/"stop listening": in ``toggle`` mode each press switches;
-    in ``push`` mode (push-to-talk) listening lasts while the key is held."""
-
-    def __init__(self, mode: HotkeyMode, on_start: Callable[[], None], on_stop: Callable[[], None]) -> None:
-        self.mode = mode
-        self.listening = False
-        self._on_start = on_start
-        self._on_stop = on_stop
-
-    def pressed(self) -> None:
-        if self.mode == "push" or not self.listening:
-            self._set(True)
-        else:
-            self._set(False)
-
-    def released(self) -> None:
-        if self.mode == "push":
-            self._set(False)
-
-    def reset(self) -> None:
-        """Listening did not begin after all (the microphone failed): the next press starts again."""
-        self.listening = False
-
-    def _set(self, listening: bool) -> None:
-        if listening != self.listening:
-            self.listening = listening
-            (self._on_start if listening else self._on_stop)()
 
 
 def _next_event(display: Any, timeout_s: float) -> Any:

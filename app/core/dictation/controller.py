@@ -33,6 +33,7 @@ from app.core.cancel import CancelToken
 from app.core.dictation.commands import DictationEditor, Edit, TextRules, command_table
 from app.core.dictation.decoding import Decoder, WhisperDecoder, load_warm_decoder
 from app.core.dictation.live import SILENCE_DBFS, Dictation
+from app.core.dictation.modes import DEFAULT_MODE, DictationMode
 from app.core.dictation.sources import AudioInputError, AudioSource, MicrophoneSource
 from app.core.dictation.stream import DictationEvent, DictationOptions
 from app.core.engine.audio import SAMPLE_RATE
@@ -41,8 +42,9 @@ from app.core.transcript.document import Word
 
 if TYPE_CHECKING:
     from app.core.desktop.output import DesktopTextOutput, OutputMode
-    from app.core.desktop.x11_hotkey import HotkeyMode, X11GlobalHotkey
+    from app.core.desktop.x11_hotkey import X11GlobalHotkey
     from app.core.dictation.save import SavedDictation
+    from app.core.dictation.sounds import ListeningSounds
     from app.core.queue.jobs import JobStore
 
 log = logging.getLogger(__name__)
@@ -251,8 +253,9 @@ class DictationController:
         self._kept_output: DesktopTextOutput | None = None
         self._kept_editor: DictationEditor | None = None
         self._hotkey: X11GlobalHotkey | None = None
-        self.hotkey_mode: HotkeyMode = "toggle"
+        self.hotkey_mode: DictationMode = DEFAULT_MODE
         self._key_down = False
+        self.sounds: ListeningSounds | None = None  # a tone when listening starts and stops (None: silent)
         self._closed = False
         # The session: every run's audio and its finals on the session clock.
         self._recordings: list[np.ndarray] = []
@@ -398,6 +401,7 @@ class DictationController:
             self._state = DictationState.STOPPING
             self._emit(Stopping(run.number))
             run.stop.cancel()
+            self._cue("stop")
 
     def toggle(self) -> None:
         """Start when idle, stop when loading or running (a button, a shortcut, a hotkey in toggle mode)."""
@@ -436,6 +440,8 @@ class DictationController:
             output, self._kept_output = self._kept_output, None
         if output is not None:
             output.close()
+        if self.sounds is not None:
+            self.sounds.close()
         return ended
 
     def _work(self, run: _Run) -> None:
@@ -490,6 +496,7 @@ class DictationController:
                     if self._state is DictationState.LOADING:
                         self._state = DictationState.RUNNING
                     self._emit(Listening(number))
+                    self._cue("start")
                 while not run.stop.wait(0.1):
                     if dictation.failed or (self.stop_at_end and dictation.source_ended):
                         break
@@ -534,6 +541,10 @@ class DictationController:
                 self._recordings.append(recording)
             self._language = language or self._language
             run.dictation = None
+
+    def _cue(self, cue: Literal["start", "stop"]) -> None:
+        if self.sounds is not None:
+            self.sounds.play(cue)  # queued: the sound device never holds up the capture or the hotkey
 
     def _emit(self, event: ControllerEvent) -> None:
         try:
@@ -585,9 +596,10 @@ class DictationController:
     def hotkey(self) -> X11GlobalHotkey | None:
         return self._hotkey
 
-    def set_hotkey(self, keys: str | None, mode: HotkeyMode = "toggle") -> None:
-        """Listen for ``keys`` ("ctrl+alt+d") whichever program has the focus, or for nothing (None or "").
-        Raises DesktopError, with the reason in words, when the hotkey cannot be had (it is then off)."""
+    def set_hotkey(self, keys: str | None, mode: DictationMode = DEFAULT_MODE) -> None:
+        """Listen for ``keys`` ("ctrl+alt+d") whichever program has the focus, or for nothing (None or ""),
+        in ``mode`` (:mod:`app.core.dictation.modes`). Raises DesktopError, with the reason in words, when the
+        hotkey cannot be had (it is then off). In continuous mode, :meth:`begin` starts listening."""
         with self._lock:
             hotkey, self._hotkey = self._hotkey, None
             self._key_down = False
@@ -604,14 +616,21 @@ class DictationController:
         with self._lock:
             self._hotkey = listener
 
+    def begin(self) -> bool:
+        """The hotkey is ready: in continuous mode listening starts now (the hotkey pauses and resumes it); in
+        the other modes it waits for the key. Whether a run started."""
+        with self._lock:
+            return self.hotkey_mode == "continuous" and self._state is DictationState.IDLE and self.start()
+
     def hotkey_pressed(self) -> None:
-        """Toggle: a press starts or stops. Push: a press starts, the release stops."""
+        """Hold: a press starts, the release stops. Toggle: a press starts or stops. Continuous: a press
+        pauses or resumes (each listening stretch is a run)."""
         with self._lock:
             self._key_down = True
             output = self._current_output()
             if output is not None:
                 output.hold()  # the X server gives the keyboard to the hotkey's grab until the key is released
-            if self.hotkey_mode == "push":
+            if self.hotkey_mode == "hold":
                 self.start()
             else:
                 self.toggle()
@@ -619,7 +638,7 @@ class DictationController:
     def hotkey_released(self) -> None:
         with self._lock:
             self._key_down = False
-            if self.hotkey_mode == "push":
+            if self.hotkey_mode == "hold":
                 self.stop()
             output = self._current_output()
             if output is not None:
