@@ -250,6 +250,17 @@ def test_a_click_that_plays_leaves_no_cursor_for_a_stray_key_and_editing_is_aske
     window.store.flush_transcripts()
     assert editor.toPlainText() == before
     assert stored(window, job.id) == call_transcript and view.undo_stack.count() == 0
+    # Reading still copies: words selected with the mouse, Ctrl+C.
+    start = editor.document().findBlockByNumber(number).position()
+    qtbot.mouseClick(editor.viewport(), Qt.MouseButton.LeftButton, pos=editor.word_rect(number, 0).center())
+    selection = editor.textCursor()
+    selection.setPosition(start)
+    selection.setPosition(start + editor.spans[number][1].end, selection.MoveMode.KeepAnchor)
+    editor.setTextCursor(selection)
+    QApplication.clipboard().clear()
+    qtbot.keyClick(editor, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QApplication.clipboard().text() == selection.selectedText()
+    view.stop_playback()
 
     # A double-click on a word asks to edit it: the word is selected and typing replaces it.
     text = editor.document().findBlockByNumber(number).text()

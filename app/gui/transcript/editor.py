@@ -528,6 +528,17 @@ class TranscriptEditor(QTextEdit):
             return True
         return event.key() == Qt.Key.Key_Delete and cursor.atBlockEnd()
 
+    @staticmethod
+    def _would_type(event: QKeyEvent) -> bool:
+        """A key that changes text where text is editable (not a shortcut such as Ctrl+C, nor a move)."""
+        commands = (
+            Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier | Qt.KeyboardModifier.MetaModifier
+        )
+        if event.modifiers() & commands:
+            return False
+        text = event.text()
+        return (bool(text) and text.isprintable()) or event.key() in (Qt.Key.Key_Backspace, Qt.Key.Key_Delete)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.matches(QKeySequence.StandardKey.Undo):
             self.commit_pending()
@@ -547,7 +558,7 @@ class TranscriptEditor(QTextEdit):
         if self.editing and event.key() == Qt.Key.Key_Escape:
             self.set_editing(False)
             return
-        if not self.editing and (event.text().strip() or event.key() in (Qt.Key.Key_Backspace, Qt.Key.Key_Delete)):
+        if not self.editing and self._would_type(event):
             QToolTip.showText(
                 self.viewport().mapToGlobal(self.cursorRect().bottomLeft()),
                 "Reading: double-click a word, or press Edit text, to correct the transcript.",
