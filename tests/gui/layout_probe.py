@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from PySide6.QtCore import QRect, QTimer
+from PySide6.QtCore import QPoint, QRect, QTimer
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
     QApplication,
+    QDockWidget,
     QGroupBox,
     QHeaderView,
     QLabel,
@@ -172,8 +173,14 @@ def layout_problems(top: QWidget, name: str) -> list[str]:
     screen = top.screen().availableGeometry()
     if not screen.contains(top.frameGeometry()):
         problems.append(f"{name}: the window ({_size(top.frameGeometry())}) is off the screen ({_size(screen)})")
+    # A dock behind another in its tab group is parked outside the window, not hidden: it is not on show.
+    parked = [
+        dock
+        for dock in top.findChildren(QDockWidget)
+        if not top.rect().intersects(QRect(dock.mapTo(top, QPoint(0, 0)), dock.size()))
+    ]
     for widget in top.findChildren(QWidget):
-        if not widget.isVisible() or widget.window() is not top:
+        if not widget.isVisible() or widget.window() is not top or any(d.isAncestorOf(widget) for d in parked):
             continue
         if isinstance(widget, QTableView) and not isinstance(widget.parentWidget(), QHeaderView):
             problems.extend(f"{name}: {type(widget).__name__} {problem}" for problem in _columns(widget))
@@ -291,6 +298,17 @@ def open_each(folder: Path) -> Iterator[tuple[str, QWidget]]:
     window.select_job(ids["done"])
     wait_until(lambda: window.transcript_view.job_id == ids["done"])
     yield "main window", window
+    # The panels a person opens from View, in front of their tab group, on the whole screen.
+    window.showMaximized()
+    wait_until(window.isMaximized)
+    window.gpu_dock.show()
+    window.gpu_dock.raise_()
+    wait_until(window.gpu_dock.isVisible)
+    yield "main window, full screen, GPU panel", window
+    window.dictation_dock.show()
+    window.dictation_dock.raise_()
+    wait_until(window.dictation_panel.isVisible)
+    yield "main window, full screen, dictation panel", window
 
     def shown(dialog: QWidget) -> QWidget:
         wait_until(dialog.isVisible)

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # What the probe must have opened (a dialog that failed to open is not a dialog that fits).
 EXPECTED = {
     "main window",
+    "main window, full screen, GPU panel",
+    "main window, full screen, dictation panel",
     "Settings",
     "Speech models",
     "Known speakers",
