@@ -22,12 +22,21 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor, QGuiApplication, QPalette, QShowEvent, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QGuiApplication,
+    QKeySequence,
+    QPalette,
+    QShowEvent,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
+    QKeySequenceEdit,
     QLabel,
-    QLineEdit,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -40,7 +49,7 @@ from PySide6.QtWidgets import (
 from app.core.config.settings import DictationPreferences
 from app.core.desktop.display import DesktopError
 from app.core.desktop.output import OutputMode
-from app.core.desktop.x11_hotkey import HotkeyMode, X11GlobalHotkey
+from app.core.desktop.x11_hotkey import X11GlobalHotkey
 from app.core.dictation.controller import (
     ControllerEvent,
     DictationController,
@@ -59,7 +68,9 @@ from app.core.dictation.controller import (
     Stopping,
     microphone_source,
 )
+from app.core.dictation.modes import DEFAULT_MODE, MODES, DictationMode, parse_mode
 from app.core.dictation.save import SavedDictation
+from app.core.dictation.sounds import ListeningSounds
 from app.core.dictation.sources import AudioInputError, list_input_devices
 from app.core.dictation.stream import DictationOptions
 from app.core.paths import data_dir
@@ -188,20 +199,30 @@ class DictationPanel(QWidget):
             "Type each finished sentence where the cursor is in another program, or keep the text on the clipboard"
         )
         self.output_combo.currentIndexChanged.connect(self._output_chosen)
-        self.hotkey_edit = QLineEdit()
+        # The person presses the keys they want (one combination); the field's clear button removes it.
+        self.hotkey_edit = QKeySequenceEdit()
+        self.hotkey_edit.setMaximumSequenceLength(1)
+        self.hotkey_edit.setClearButtonEnabled(True)
         self.hotkey_edit.setAccessibleName("Global hotkey")
-        self.hotkey_edit.setPlaceholderText("e.g. ctrl+alt+d")
-        self.hotkey_edit.setToolTip("Starts and stops dictation while another program has the focus (X11)")
+        self.hotkey_edit.setToolTip(
+            "Click here and press the keys (e.g. Ctrl+Alt+D): they drive dictation while another program has the "
+            "focus (X11)"
+        )
         self.hotkey_edit.editingFinished.connect(self._hotkey_edited)
+        self.hotkey_edit.keySequenceChanged.connect(self._hotkey_cleared)
         self.model_picker = DictationModelPicker(
             str(self.options.model), self.options.language, self.options.final_model
         )
         self.model_picker.changed.connect(self._model_chosen)
         self.hotkey_mode_combo = QComboBox()
         self.hotkey_mode_combo.setAccessibleName("Hotkey mode")
-        self.hotkey_mode_combo.addItem("Press to start/stop", "toggle")
-        self.hotkey_mode_combo.addItem("Hold to talk", "push")
+        for name, words in MODES.items():
+            self.hotkey_mode_combo.addItem(words, name)
+        self.hotkey_mode_combo.setCurrentIndex(self.hotkey_mode_combo.findData(DEFAULT_MODE))
         self.hotkey_mode_combo.currentIndexChanged.connect(self._hotkey_edited)
+        self.sounds_check = QCheckBox("Sounds")
+        self.sounds_check.setToolTip("A short tone when the hotkey starts and stops listening")
+        self.sounds_check.toggled.connect(self.set_sounds)
 
         inputs = QHBoxLayout()
         inputs.addWidget(QLabel("Input:"))
@@ -220,6 +241,7 @@ class DictationPanel(QWidget):
         elsewhere.addWidget(QLabel("Hotkey:"))
         elsewhere.addWidget(self.hotkey_edit, 1)
         elsewhere.addWidget(self.hotkey_mode_combo)
+        elsewhere.addWidget(self.sounds_check)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.addLayout(inputs)
@@ -333,6 +355,7 @@ class DictationPanel(QWidget):
         """Stop and wait for the run (the window is closing); the hotkey is given back. An unsaved session is
         lost."""
         self._meter_timer.stop()
+        self.set_sounds(False)
         self.controller.close(timeout)
         if self._indicator is not None:
             self._indicator.close()
@@ -562,9 +585,16 @@ class DictationPanel(QWidget):
         words when it cannot be had, else None."""
         output = preferences.output
         self.set_output_mode("copy" if output == "copy" else ("type" if output == "type" else None))
+        self.sounds_check.setChecked(preferences.sounds)
+        self.set_sounds(preferences.sounds)
+        try:
+            mode = parse_mode(preferences.hotkey_mode)
+        except ValueError:  # a settings file from elsewhere: the default mode, the rest kept
+            mode = DEFAULT_MODE
         if not preferences.hotkey:
+            self._show_mode(None, mode)
             return None
-        return self.set_hotkey(preferences.hotkey, "push" if preferences.hotkey_mode == "push" else "toggle")
+        return self.set_hotkey(preferences.hotkey, mode)
 
     def set_output_mode(self, mode: OutputMode | None) -> None:
         """Where finals go besides the panel (from the next Start): typed, copied, or nowhere else (None)."""
@@ -581,19 +611,14 @@ class DictationPanel(QWidget):
         return self.controller.hotkey
 
     @property
-    def hotkey_mode(self) -> HotkeyMode:
+    def hotkey_mode(self) -> DictationMode:
         return self.controller.hotkey_mode
 
-    def set_hotkey(self, keys: str | None, mode: HotkeyMode = "toggle") -> str | None:
-        """Listen for ``keys`` ("ctrl+alt+d") system-wide, or for nothing (None or ""). Returns the problem in
-        words when the hotkey cannot be had (it is then off), else None."""
-        for widget, value in ((self.hotkey_edit, keys or ""), (self.hotkey_mode_combo, mode)):
-            widget.blockSignals(True)
-            if isinstance(widget, QLineEdit):
-                widget.setText(str(value))
-            else:
-                widget.setCurrentIndex(max(0, widget.findData(value)))
-            widget.blockSignals(False)
+    def set_hotkey(self, keys: str | None, mode: DictationMode = DEFAULT_MODE) -> str | None:
+        """Listen for ``keys`` ("ctrl+alt+d") system-wide in ``mode``, or for nothing (None or ""). In continuous
+        mode listening starts now. Returns the problem in words when the hotkey cannot be had (it is then off),
+        else None."""
+        self._show_mode(keys, mode)
         try:
             self.controller.set_hotkey(keys, mode)
         except DesktopError as error:
@@ -601,38 +626,115 @@ class DictationPanel(QWidget):
             return str(error)
         if keys:
             self._show_message("")
+            if mode == "continuous" and self.can_start():
+                self.start()
+        self._update_indicator()
         return None
+
+    def _show_mode(self, keys: str | None, mode: DictationMode) -> None:
+        """The hotkey field and the mode choice as given, without their signals (nothing is grabbed here)."""
+        for widget in (self.hotkey_edit, self.hotkey_mode_combo):
+            widget.blockSignals(True)
+        self.hotkey_edit.setKeySequence(key_sequence(keys))
+        self.hotkey_mode_combo.setCurrentIndex(max(0, self.hotkey_mode_combo.findData(mode)))
+        for widget in (self.hotkey_edit, self.hotkey_mode_combo):
+            widget.blockSignals(False)
+
+    def chosen_hotkey(self) -> str | None:
+        """The keys in the field as the hotkey grabber writes them ("ctrl+alt+d"), None when it is empty."""
+        return hotkey_text(self.hotkey_edit.keySequence())
+
+    @Slot()
+    def _hotkey_cleared(self) -> None:
+        if self.hotkey_edit.keySequence().isEmpty():
+            self._hotkey_edited()  # the clear button: no editingFinished follows it
 
     @Slot()
     def _hotkey_edited(self) -> None:
-        keys = self.hotkey_edit.text().strip() or None
-        mode: HotkeyMode = "push" if self.hotkey_mode_combo.currentData() == "push" else "toggle"
+        keys = self.chosen_hotkey()
+        mode = parse_mode(self.hotkey_mode_combo.currentData())
         current = self.hotkey.hotkey.text if self.hotkey is not None else None
         if keys == current and mode == self.hotkey_mode:
             return
+        if self.hotkey_mode == "continuous" and mode != "continuous" and self.hotkey is not None:
+            self.stop()  # listening all the time ends with that mode
         self.set_hotkey(keys, mode)
         self._emit_desktop_settings()
 
     def _emit_desktop_settings(self) -> None:
-        keys = self.hotkey_edit.text().strip() or None
-        self.desktop_settings_changed.emit(self.output_mode, keys, self.hotkey_mode)
+        self.desktop_settings_changed.emit(self.output_mode, self.chosen_hotkey(), self.hotkey_mode)
+
+    @Slot(bool)
+    def set_sounds(self, on: bool) -> None:
+        """A tone when listening starts and stops (on the system's default output)."""
+        if on and self.controller.sounds is None:
+            self.controller.sounds = ListeningSounds(on_error=deliver_on_main_thread(self._sounds_failed))
+        elif not on and self.controller.sounds is not None:
+            sounds, self.controller.sounds = self.controller.sounds, None
+            sounds.close()
+
+    def _sounds_failed(self, text: str) -> None:
+        self._set_status(text)
 
     def indicator_visible(self) -> bool:
         return self._indicator is not None and self._indicator.isVisible()
 
+    def indicator_text(self) -> str:
+        """What the badge says (empty while it is hidden)."""
+        return self._indicator.label.text() if self.indicator_visible() and self._indicator is not None else ""
+
     def _update_indicator(self) -> None:
-        """The badge shows while listening for another program: with a hotkey, or text going elsewhere."""
-        listening = self.state in (PanelState.LOADING, PanelState.RUNNING)
-        wanted = listening and (self.hotkey is not None or self.output_mode is not None)
-        if wanted:
+        """The badge shows while listening for another program (with a hotkey, or text going elsewhere), while
+        the last words are made final, and in continuous mode while the hotkey has paused listening."""
+        text = self._indicator_words()
+        if text:
             if self._indicator is None:
                 self._indicator = ListeningIndicator()
-            hint = (
-                f" · {self.hotkey.hotkey.text} stops"
-                if self.hotkey is not None and self.hotkey_mode == "toggle"
-                else ""
-            )
-            self._indicator.set_text(f"● Listening{hint}")
+            self._indicator.set_text(text)
             self._indicator.show_near_bottom()
         elif self._indicator is not None:
             self._indicator.hide()
+
+    def _indicator_words(self) -> str:
+        keys = self.hotkey.hotkey.text if self.hotkey is not None else None
+        if keys is None and self.output_mode is None:
+            return ""
+        if self.state in (PanelState.LOADING, PanelState.RUNNING):
+            if keys is None:
+                return "● Listening"
+            hints: dict[DictationMode, str] = {
+                "hold": f"release {keys} to type",
+                "toggle": f"{keys} stops",
+                "continuous": f"{keys} pauses",
+            }
+            return f"● Listening · {hints[self.hotkey_mode]}"
+        if self.state is PanelState.STOPPING:
+            return "… Finishing"
+        if keys is not None and self.hotkey_mode == "continuous":
+            return f"⏸ Paused · {keys} resumes"
+        return ""
+
+
+# Qt's names of modifiers and the hotkey grabber's ("ctrl+alt+d"; Meta is the Super/Windows key on X11).
+_QT_MODIFIERS = {"ctrl": "Ctrl", "control": "Ctrl", "alt": "Alt", "shift": "Shift", "super": "Meta", "win": "Meta"}
+
+
+def hotkey_text(sequence: QKeySequence) -> str | None:
+    """A key sequence as the grabber parses it: "Ctrl+Alt+D" -> "ctrl+alt+d"; None when empty."""
+    if sequence.isEmpty():
+        return None
+    # One combination: the field takes no more (setMaximumSequenceLength(1)).
+    portable = sequence.toString(QKeySequence.SequenceFormat.PortableText).split(", ")[0]
+    *modifiers, key = portable.split("+")
+    names = [("super" if name == "Meta" else name.lower()) for name in modifiers]
+    return "+".join([*names, key.lower() if len(key) == 1 else key])
+
+
+def key_sequence(keys: str | None) -> QKeySequence:
+    """The grabber's text shown in the field: "ctrl+alt+d" -> Ctrl+Alt+D."""
+    if not keys:
+        return QKeySequence()
+    *modifiers, key = keys.split("+")
+    names = [_QT_MODIFIERS.get(name.strip().lower(), name.strip().capitalize()) for name in modifiers]
+    shown = key.strip().upper() if len(key.strip()) == 1 else key.strip()
+    return QKeySequence.fromString("+".join([*names, shown]), QKeySequence.SequenceFormat.PortableText)
