@@ -209,7 +209,8 @@ class EventPrinter:
             bar.finish(f"done: job {event.job_id} {event.source}{speed}{note}")
         elif event.kind == "failed":
             self.failures += 1
-            bar.finish(f"failed: job {event.job_id}: {event.message}")
+            hint = f" {event.cli_hint}" if event.cli_hint else ""
+            bar.finish(f"failed: job {event.job_id}: {event.message}{hint}")
         elif event.kind == "cancelled":
             bar.finish(f"cancelled: job {event.job_id} {event.source}")
         elif event.kind == "requeued":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.common import (
     add_job_options,
@@ -17,6 +17,9 @@ from app.cli.common import (
 )
 from app.cli.progress import ProgressBar
 from app.core.errors import ExitCode
+
+if TYPE_CHECKING:
+    from app.core.transcript.document import Transcript
 
 
 def add_transcribe_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +54,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from app.core.cancel import CancelToken
+    from app.core.engine.language_check import NOT_ENGLISH_WARNING, language_cli_hint, suggest_multilingual
     from app.core.engine.pipeline import Engine
     from app.core.errors import ScribaError
     from app.core.secrets import huggingface_token
@@ -112,7 +116,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         speed = transcript.duration / max(transcript.timings.get("total", 0.0), 1e-9)
         who = ""
         if transcript.diarization is not None:
-            who = f", {len(transcript.speakers)} speaker(s) ({transcript.diarization.reason})"
+            who = (
+                f", {len(transcript.speakers)} speaker(s) ({transcript.diarization.reason}{_diarizer_hint(transcript)})"
+            )
         bar.finish(
             f"done: {source} -> {', '.join(str(path) for path in written)} "
             f"[{transcript.duration:.1f} s audio, {speed:.1f}x real time, {transcript.model} on "
@@ -120,6 +126,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         )
         for warning in transcript.warnings:
             print(f"warning: {source}: {warning}", file=sys.stderr)
+            if warning.startswith(NOT_ENGLISH_WARNING):  # the warning is in words; the commands are said here
+                print(f"hint: {language_cli_hint(suggest_multilingual())}", file=sys.stderr)
         for problem in problems:
             print(problem, file=sys.stderr)
         if any(problem.startswith("error:") for problem in problems):
@@ -190,3 +198,13 @@ def _save_transcript(transcript: Any, args: argparse.Namespace, stem: str, recor
         fallback=resolve_data_dir(args.data_dir) / "unsaved-exports",
     )
     return list(saved.written), list(saved.lines)
+
+
+def _diarizer_hint(transcript: Transcript) -> str:
+    """The command that gets the better speaker detection, when the built-in diarizer ran for want of it."""
+    if transcript.diarization is None or transcript.diarization.backend != "embedded":
+        return ""
+    from app.core.engine.diarize import DiarizerOptions, choose_backend
+
+    hint = choose_backend(DiarizerOptions()).cli_hint
+    return f" {hint}" if hint else ""

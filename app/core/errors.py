@@ -34,9 +34,23 @@ class ExitCode(IntEnum):
 
 
 class ScribaError(Exception):
-    """Base class of every error Scriba reports to a user: one line, no traceback."""
+    """Base class of every error Scriba reports to a user: one line, no traceback.
+
+    ``cli_hint`` is the command that fixes it, for the command line: ``str()`` ends with it. The window shows
+    :attr:`words` (the message without it) and offers a button for the error's kind instead (a download,
+    Settings, API keys…): a command to type means nothing in a window."""
 
     exit_code: ClassVar[ExitCode] = ExitCode.FAILED
+    cli_hint: str = ""
+
+    def __str__(self) -> str:
+        words = super().__str__()
+        return f"{words} {self.cli_hint}" if self.cli_hint else words
+
+    @property
+    def words(self) -> str:
+        """The message for the window: what is wrong and what to do, without the command line's hint."""
+        return super().__str__()
 
 
 class UsageError(ScribaError):

@@ -48,6 +48,7 @@ DETECTION_THRESHOLD = 0.5
 # Offered when no multilingual model is on disk: the smallest one that transcribes German, French or Spanish
 # usefully (tiny and base make many errors outside English) at a download most connections manage.
 SUGGESTED_DOWNLOAD = "small"
+NOT_ENGLISH_WARNING = "This may not be English"  # how a transcript's warning of that finding starts
 
 Method = Literal["detected", "english-model-confidence", "declared"]
 
@@ -84,27 +85,37 @@ class LanguageMismatchError(ScribaError):
             if verdict.language
             else f"it does not sound like English ({verdict.evidence})"
         )
+        # In words (the window shows them, and offers the model as a button); the commands are the CLI's hint.
         if suggestion.on_disk:
-            remedy = (
-                f"transcribe it with the multilingual model {suggestion.name} (on disk): `--model {suggestion.name}`"
-            )
+            remedy = f"transcribe it with the multilingual model {suggestion.name} (on disk)"
         else:
             remedy = (
-                f"download a multilingual model, e.g. `scriba models download {suggestion.name}` "
-                f"({suggestion.size_mb} MB), and transcribe with `--model {suggestion.name}`"
+                f"download a multilingual model such as {suggestion.name} ({suggestion.size_mb} MB) and "
+                "transcribe it with that"
             )
+        self.cli_hint = language_cli_hint(suggestion)
         self.heard, self.remedy = heard, remedy
         super().__init__(
             f"{self.source}: {model} transcribes English only, and {heard}; it would write invented English. "
-            f"To transcribe it, {remedy}. If the recording is English, set the language to en (`--language en`)."
+            f"To transcribe it, {remedy}. If the recording is English, set its language to English."
         )
 
     def as_warning(self) -> str:
         """The same finding as a transcript's warning, for a verdict too unsure to stop the job."""
         return (
-            f"This may not be English: {self.model} transcribes English only, and {self.heard}. If it is not "
+            f"{NOT_ENGLISH_WARNING}: {self.model} transcribes English only, and {self.heard}. If it is not "
             f"English, the text is invented: {self.remedy}."
         )
+
+
+def language_cli_hint(suggestion: ModelSuggestion) -> str:
+    """The commands that transcribe a recording an English-only model cannot, for the command line."""
+    if suggestion.on_disk:
+        return f"On the command line: `--model {suggestion.name}`, or `--language en` for English."
+    return (
+        f"On the command line: `scriba models download {suggestion.name}`, then `--model {suggestion.name}`; or "
+        "`--language en` for English."
+    )
 
 
 def is_english_only(model_name: str, loaded_model: Any | None = None) -> bool:

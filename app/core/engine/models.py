@@ -150,10 +150,9 @@ def resolve_model(name_or_path: str | None, cache: Path | None = None) -> Resolv
     if name_or_path == BUNDLED_MODEL:
         return ResolvedModel(BUNDLED_MODEL, bundled_model_path(), "bundled")
     entry = CATALOG[name_or_path]
-    raise ModelNotFoundError(
-        f"Model '{name_or_path}' is not downloaded yet ({entry.size_mb} MB). "
-        f"Download it once with `scriba models download {name_or_path}`."
-    )
+    error = ModelNotFoundError(f"Model '{name_or_path}' is not downloaded yet ({entry.size_mb} MB).")
+    error.cli_hint = f"Download it once with `scriba models download {name_or_path}`."
+    raise error
 
 
 # What faster-whisper loads from a model repository; the rest (README, pictures) is not downloaded.

@@ -64,8 +64,9 @@ class EngineFailure:
     """An error raised inside the child, sent to the parent as data (the exception class may not pickle)."""
 
     error_type: str
-    message: str
+    message: str  # the error's words (ScribaError.words)
     details: str = ""
+    cli_hint: str = ""  # the command line's hint (ScribaError.cli_hint)
 
 
 class EngineJobError(ScribaError):
@@ -74,6 +75,7 @@ class EngineJobError(ScribaError):
     def __init__(self, failure: EngineFailure) -> None:
         super().__init__(failure.message)
         self.failure = failure
+        self.cli_hint = failure.cli_hint
 
 
 class EngineCrashedError(ScribaError):
@@ -139,7 +141,7 @@ def engine_process_main(connection: Connection, parent_pid: int, niceness: int) 
             transcript = engine.run(source, options, progress=progress, cancel=CancelToken())
             connection.send(("done", transcript.to_dict()))
         except ScribaError as error:
-            connection.send(("error", EngineFailure(type(error).__name__, str(error))))
+            connection.send(("error", EngineFailure(type(error).__name__, error.words, cli_hint=error.cli_hint)))
         except MemoryError:
             connection.send(
                 (
@@ -355,6 +357,7 @@ class JobEvent:
     # A failure's error class by name (e.g. "LanguageMismatchError"), so a window can offer the matching remedy
     # without reading the message.
     error_type: str = ""
+    cli_hint: str = ""  # a failure's command-line hint (the command that fixes it); the window has buttons
 
     @property
     def processed_seconds(self) -> float | None:
@@ -582,10 +585,11 @@ class QueueWorker:
             self._store_end(job, lambda: self._cancelled_or_requeued(job, cancelled_by_user))
             return
         except ScribaError as error:
-            message = str(error)
+            # The stored reason is the error's words: the window and `queue list` both show it.
+            message, hint = error.words, error.cli_hint
             kind = error.failure.error_type if isinstance(error, EngineJobError) else type(error).__name__
             self._store_end(job, lambda: self.store.fail(job.id, message))
-            self._on_event(JobEvent("failed", job.id, job.source, message=message, error_type=kind))
+            self._on_event(JobEvent("failed", job.id, job.source, message=message, error_type=kind, cli_hint=hint))
             return
         except Exception as error:  # a bug on our side fails this job, never the worker
             log.exception("job %s failed unexpectedly", job.id)

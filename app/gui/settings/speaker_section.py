@@ -102,9 +102,25 @@ class SpeakerDetectionSection(QGroupBox):
 
         if self._diarizer not in ("auto", "pyannote", "embedded"):
             self._diarizer = "auto"
+        from app.core.engine.diarize.pyannote_backend import pyannote_installed
+
         choice = choose_backend(DiarizerOptions(backend=self._diarizer))  # type: ignore[arg-type]
-        name = "pyannote community-1" if choice.backend == "pyannote" else "the built-in diarizer"
-        self.backend.setText(f"Will run: <b>{name}</b> ({choice.reason}).")
+        # The window's own words: the core's reason is also the command line's.
+        if choice.backend == "pyannote":
+            why = "downloaded: it runs on this computer, offline" if self._diarizer == "auto" else "chosen above"
+            self.backend.setText(f"Will run: <b>pyannote community-1</b> ({why}).")
+        elif self._diarizer == "embedded":
+            self.backend.setText("Will run: <b>the built-in diarizer</b> (chosen above).")
+        elif not pyannote_installed():
+            self.backend.setText(
+                "Will run: <b>the built-in diarizer</b>. The better speaker detection cannot run in this "
+                "installation of Scriba."
+            )
+        else:
+            self.backend.setText(
+                "Will run: <b>the built-in diarizer</b>, until pyannote community-1 is downloaded with "
+                "<i>Check and download</i> above."
+            )
 
     def _token_now(self) -> str | None:
         typed = self.token.text().strip()

@@ -36,7 +36,8 @@ class DiarizerOptions:
 @dataclass(frozen=True)
 class DiarizerChoice:
     backend: Literal["pyannote", "embedded"]
-    reason: str
+    reason: str  # in words, for the transcript, the window and the command line alike
+    cli_hint: str = ""  # the command that gets the better backend, for the command line only
 
 
 def choose_backend(options: DiarizerOptions) -> DiarizerChoice:
@@ -49,7 +50,12 @@ def choose_backend(options: DiarizerOptions) -> DiarizerChoice:
     if options.backend == "pyannote":
         return DiarizerChoice("pyannote", "pyannote was requested")
     if not pyannote_installed():
-        return DiarizerChoice("embedded", "pyannote.audio is not installed: used the built-in diarizer")
+        return DiarizerChoice(
+            "embedded",
+            "the better speaker detection (pyannote community-1) cannot run in this installation: used the built-in "
+            "diarizer",
+            "(pyannote.audio is not installed)",
+        )
     if options.pyannote_source:
         return DiarizerChoice("pyannote", f"pyannote pipeline at {options.pyannote_source}")
     local = find_pipeline()
@@ -58,6 +64,6 @@ def choose_backend(options: DiarizerOptions) -> DiarizerChoice:
         return DiarizerChoice("pyannote", f"pyannote community-1 is {where}: used it, offline")
     return DiarizerChoice(
         "embedded",
-        "pyannote community-1 is not downloaded: used the built-in diarizer "
-        "(get pyannote once with `scriba models download pyannote` or in Settings > Speaker detection)",
+        "pyannote community-1 is not downloaded: used the built-in diarizer",
+        "(get pyannote once with `scriba models download pyannote` or in the window's Settings)",
     )

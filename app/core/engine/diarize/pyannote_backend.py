@@ -101,10 +101,11 @@ class PyannoteDiarizer:
                 return download_pipeline(self._token)
         except ModelError as error:
             raise DiarizationError(f"pyannote: {error}") from None
-        raise DiarizationError(
-            "pyannote community-1 is not downloaded: get it once with `scriba models download pyannote` "
-            "or in Settings > Speaker detection"
+        missing = DiarizationError(
+            "pyannote community-1 is not downloaded: get it once in Settings > Speakers > Speaker detection"
         )
+        missing.cli_hint = "(or with `scriba models download pyannote`)"
+        raise missing
 
     def diarize(
         self,

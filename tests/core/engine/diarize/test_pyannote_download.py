@@ -87,7 +87,7 @@ def test_download_then_diarize_offline_from_the_cache(
 
     state, endpoint = hub
     assert choose_backend(DiarizerOptions()).backend == "embedded"
-    assert "scriba models download pyannote" in choose_backend(DiarizerOptions()).reason
+    assert "scriba models download pyannote" in choose_backend(DiarizerOptions()).cli_hint  # the CLI's, not the reason
     seen: list[tuple[int, int]] = []
     started = time.perf_counter()
     path = download_pipeline(GOOD, progress=lambda done, total: seen.append((done, total)), endpoint=endpoint)
