@@ -127,10 +127,7 @@ class TranscriptView(QWidget):
             "Off: a click on a word plays from it and keys change nothing. On: a click puts the text cursor to "
             "correct words (a double-click on a word turns it on; Esc turns it off)"
         )
-        self.legend = QLabel(
-            "Words with a wavy underline are ones the recognizer was unsure of: point at one to see how sure, "
-            "click it to hear it."
-        )
+        self.legend = QLabel("Wavy underline: a word the recognizer was unsure of (point at it to see how sure).")
         self.legend.setWordWrap(True)
         self.legend.setVisible(False)
 
@@ -203,8 +200,11 @@ class TranscriptView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addLayout(find_row)
-        layout.addWidget(self.tools)
-        layout.addWidget(self.speaker_tools)
+        bars = QVBoxLayout()
+        bars.setSpacing(0)  # each tool bar has margins of its own: together they read as one block of tools
+        bars.addWidget(self.tools)
+        bars.addWidget(self.speaker_tools)
+        layout.addLayout(bars)
         layout.addWidget(self.timeline)
         layout.addWidget(self.editor, 1)
         layout.addWidget(self.legend)
