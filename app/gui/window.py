@@ -596,16 +596,16 @@ class MainWindow(QMainWindow):
         elif event.kind == "started":
             self.statusBar().showMessage(f"Transcribing {name}…", 4000)
         self.refresh()
-        if event.kind == "done" and event.job_id is not None and self._nothing_read(event.job_id):
+        if event.kind == "done" and event.job_id is not None and self._nothing_read():
             if event.job_id == self.selected_job_id():
                 self._show_job(event.job_id)
             else:
                 self.select_job(event.job_id)  # its row's selection shows it
 
-    def _nothing_read(self, finished: int) -> bool:
-        """A finished job opens unless another transcript, or a failed job's reason, is open to be read."""
-        row = self.model.row_of(self.selected_job_id() or finished)
-        return self.transcript_view.job_id is None and (row is None or self.model.jobs[row].state != JobState.FAILED)
+    def _nothing_read(self) -> bool:
+        """A finished job opens unless a transcript or a failed job's reason is open, or rows are picked to act on."""
+        jobs = [job for job in self.model.jobs if job.id in self.table.selected_job_ids()]
+        return self.transcript_view.job_id is None and len(jobs) <= 1 and all(j.state != JobState.FAILED for j in jobs)
 
     def notify(self, title: str, body: str) -> None:
         """A desktop notification (tray balloon, else notify-send), and always the status bar."""

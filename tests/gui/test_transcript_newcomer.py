@@ -284,26 +284,40 @@ def test_a_click_that_plays_leaves_no_cursor_for_a_stray_key_and_editing_is_aske
     assert editor.toPlainText() == edited and view.undo_stack.count() == 1
 
 
-def test_a_finished_job_opens_when_nothing_else_is_being_read(
+def test_a_finished_job_opens_when_nothing_else_is_being_read(  # type: ignore[no-untyped-def]
     open_window, qtbot, sample_dir: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    first, second = tmp_path / "first call.wav", tmp_path / "second call.wav"
-    for path in (first, second):
+) -> None:
+    paths = [tmp_path / f"{name} call.wav" for name in ("first", "second", "third")]
+    for path in paths:
         shutil.copy(sample_dir / "sample.wav", path)
     window = open_window()
-    jobs = window.add_paths([first, second])
-    view = window.transcript_view
+    jobs = window.add_paths(paths)
+    view, table, model = window.transcript_view, window.table, window.model
+
+    def finished_here(job_id: int) -> bool:  # the window has heard (its row says done)
+        row = model.row_of(job_id)
+        return row is not None and model.jobs[row].state is JobState.DONE
+
     # The person looks at the second row while the first is transcribed: a line saying it is queued.
     window.select_job(jobs[1].id)
     qtbot.waitUntil(lambda: "queued" in view.title.text(), timeout=5000)
     qtbot.waitUntil(lambda: view.job_id == jobs[0].id, timeout=120_000)
     assert window.selected_job_id() == jobs[0].id
     # Now a transcript is being read: the second job finishing does not take its place.
-    qtbot.waitUntil(lambda: window.store.get(jobs[1].id).state is JobState.DONE, timeout=120_000)
-    row = window.model.row_of(jobs[1].id)
-    assert row is not None
-    qtbot.waitUntil(lambda: window.model.jobs[row].state is JobState.DONE, timeout=10_000)  # the window heard
+    qtbot.waitUntil(lambda: finished_here(jobs[1].id), timeout=120_000)
     assert view.job_id == jobs[0].id
+
+    # Rows picked to act on (a click, a Ctrl+click): the third finishing leaves them picked and opens nothing.
+    def point(job_id: int) -> QPoint:
+        return table.visualRect(model.index(model.row_of(job_id), 0)).center()
+
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=point(jobs[1].id))
+    qtbot.mouseClick(
+        table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier, point(jobs[2].id)
+    )
+    assert set(table.selected_job_ids()) == {jobs[1].id, jobs[2].id} and view.job_id is None
+    qtbot.waitUntil(lambda: finished_here(jobs[2].id), timeout=120_000)
+    assert set(table.selected_job_ids()) == {jobs[1].id, jobs[2].id} and view.job_id is None
 
 
 def test_switching_jobs_leaves_no_search_or_highlight_behind(  # type: ignore[no-untyped-def]
