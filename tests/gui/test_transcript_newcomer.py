@@ -74,6 +74,12 @@ def test_a_click_on_a_speakers_name_renames_them_there(open_window, qtbot, sampl
     theirs = [n for n, paragraph in enumerate(view.paragraphs) if paragraph.speaker == old]
     y = editor.word_rect(number, 0).center().y()
 
+    # Pointing at the margin says what a click does there.
+    for x, words in ((8, "play"), (editor.margin.width() - 12, f"{old}: click to rename")):
+        QToolTip.hideText()
+        point = QPoint(x, y)
+        QApplication.sendEvent(editor.margin, QHelpEvent(QEvent.Type.ToolTip, point, editor.margin.mapToGlobal(point)))
+        qtbot.waitUntil(lambda words=words: words in QToolTip.text(), timeout=3000)
     # The name sits at the margin's right end, after the time: a click there opens a field holding the name.
     qtbot.mouseClick(editor.margin, Qt.MouseButton.LeftButton, pos=QPoint(editor.margin.width() - 12, y))
     fields = visible_fields(editor)
