@@ -15,6 +15,7 @@ import pytest
 import soundfile
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor, QTextDocument
+from PySide6.QtTest import QTest
 
 from app.core.dictation.sources import ArraySource, AudioSource, MicrophoneSource
 from app.core.dictation.stream import DictationOptions
@@ -324,7 +325,7 @@ def test_without_sounddevice_the_reason_is_shown_and_start_is_off(qtbot, monkeyp
     widget.show()  # devices are listed when the panel is first shown
     qtbot.waitExposed(widget)
     message = widget.message_label.text()
-    assert message.startswith("No microphone: Dictation from a microphone needs the Python package 'sounddevice'")
+    assert message == "No microphone: This installation of Scriba cannot record from a microphone: reinstall Scriba."
     assert not widget.start_button.isEnabled()
     assert [widget.device_combo.itemText(i) for i in range(widget.device_combo.count())] == ["System default"]
     widget.toggle()  # the shortcut does nothing either
@@ -358,3 +359,25 @@ def test_devices_fill_the_picker(qtbot, monkeypatch: pytest.MonkeyPatch) -> None
     widget.list_devices()  # listing again keeps the choice
     assert widget.selected_device() == 3
     assert widget.start_button.isEnabled() and not widget.message_label.isVisible()
+
+
+def test_without_a_microphone_the_panel_says_so_in_words_and_start_is_off(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: with no input device the panel said nothing useful and left Start on; pressed, it failed with
+    "input device None cannot be used: Error querying device -1". PortAudio as it is on this computer."""
+    from app.core.dictation.sources import list_input_devices
+
+    if list_input_devices():  # pragma: no cover - a computer with a microphone
+        pytest.skip("this computer has an input device")
+    widget = DictationPanel()
+    qtbot.addWidget(widget)
+    widget.show()  # devices are listed when the panel is first shown
+    qtbot.waitExposed(widget)
+    qtbot.waitUntil(lambda: widget.message_label.text() != "", timeout=5000)
+    assert widget.message_label.text().startswith("No microphone found. Connect one")
+    assert not widget.start_button.isEnabled()
+    QTest.mouseClick(widget.refresh_button, Qt.MouseButton.LeftButton)  # looked for again: still none
+    assert widget.message_label.text().startswith("No microphone found.") and not widget.start_button.isEnabled()
+    widget.toggle()  # Ctrl+D does nothing either
+    assert widget.state is PanelState.IDLE
+    said = " ".join([widget.message_label.text(), widget.status_label.text()])
+    assert "None" not in said and "Error querying" not in said and "-1" not in said

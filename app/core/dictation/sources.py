@@ -100,14 +100,18 @@ def _import_sounddevice() -> Any:
     try:
         import sounddevice
     except ImportError as error:
-        raise AudioInputError(
-            "Dictation from a microphone needs the Python package 'sounddevice' (`pip install sounddevice`)."
-        ) from error
+        missing = AudioInputError("This installation of Scriba cannot record from a microphone: reinstall Scriba.")
+        missing.cli_hint = "(the Python package 'sounddevice' is missing: `pip install sounddevice`)"
+        raise missing from error
     except OSError as error:  # sounddevice raises OSError when the PortAudio library itself is missing
-        raise AudioInputError(
-            f"PortAudio could not be loaded ({error}). Install it: `apt install libportaudio2` on Debian/Ubuntu, "
-            "`brew install portaudio` on macOS."
-        ) from error
+        no_library = AudioInputError(
+            "The computer's sound recording library (PortAudio) is not installed: install PortAudio with the "
+            "system's software manager (the package libportaudio2 on Debian and Ubuntu)."
+        )
+        no_library.cli_hint = (
+            f"({error}; `apt install libportaudio2` on Debian/Ubuntu, `brew install portaudio` on macOS)"
+        )
+        raise no_library from error
     return sounddevice
 
 

@@ -293,10 +293,11 @@ class DictationPanel(QWidget):
         try:
             devices = list_input_devices(rescan=True) if rescan else list_input_devices()
         except AudioInputError as error:
-            self._microphone_problem = str(error)
-            self._show_message(f"No microphone: {error}")
+            self._microphone_problem = error.words
+            self._show_message(f"No microphone: {error.words}")
         else:
-            self._microphone_problem = None
+            # None found: Start stays off (it would fail on "input device None") until ↻ finds one.
+            self._microphone_problem = None if devices else "no microphone found"
             for device in devices:
                 default = " (default)" if device["is_default"] else ""
                 label = f"{device['name']}{default} · {device['hostapi']}"
@@ -304,7 +305,10 @@ class DictationPanel(QWidget):
             if devices:
                 self._show_message("")
             else:
-                self._show_message("No input device found: is a microphone connected, and the sound server running?")
+                self._show_message(
+                    "No microphone found. Connect one (and check that the computer's sound is on), then press ↻ "
+                    "to look again."
+                )
         index = self.device_combo.findData(chosen)
         self.device_combo.setCurrentIndex(max(index, 0))
         self._update_buttons()
