@@ -249,6 +249,7 @@ def test_a_click_that_plays_leaves_no_cursor_for_a_stray_key_and_editing_is_aske
     before = editor.toPlainText()
     qtbot.mouseClick(editor.viewport(), Qt.MouseButton.LeftButton, pos=editor.word_rect(number, 2).center())
     assert editor.playing == (number, 2)  # the click played the word
+    assert editor.viewport().cursor().shape() == Qt.CursorShape.PointingHandCursor  # the pointer said it would
     view.stop_playback()
     for key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace, Qt.Key.Key_X, Qt.Key.Key_Space):
         qtbot.keyClick(editor, key)
@@ -275,6 +276,7 @@ def test_a_click_that_plays_leaves_no_cursor_for_a_stray_key_and_editing_is_aske
     word = words[index]
     qtbot.mouseDClick(editor.viewport(), Qt.MouseButton.LeftButton, pos=editor.word_rect(number, index).center())
     assert editor.textCursor().selectedText() == word
+    assert editor.viewport().cursor().shape() == Qt.CursorShape.IBeamCursor
     qtbot.keyClicks(editor, "Zebra")
     # While editing, a click puts the cursor and does not play.
     view.highlight_at(0.0)

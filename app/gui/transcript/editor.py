@@ -458,6 +458,8 @@ class TranscriptEditor(QTextEdit):
         if not self.editing:
             # Selectable with the mouse (words to give to a speaker), but no caret and nothing typed.
             self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The pointer says what a click does: a hand plays the word, the text beam puts the cursor.
+        self.viewport().setCursor(Qt.CursorShape.IBeamCursor if self.editing else Qt.CursorShape.PointingHandCursor)
 
     def start_rename(self, number: int) -> None:
         """A field over paragraph ``number``'s speaker name, to type the new name in."""
