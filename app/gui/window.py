@@ -666,9 +666,8 @@ class MainWindow(QMainWindow):
 
     def remember_speaker(self, speaker: str, name: str | None = None) -> threading.Thread | None:
         """Enroll ``speaker`` of the transcript on show, under the name it has (asked for when it has none)."""
-        view = self.transcript_view
         return remember_speaker(
-            self, self.statusBar(), self.store, view.job_id, view.transcript, speaker, name, self.remember_threads
+            self, self.statusBar(), self.store, self.transcript_view, speaker, name, self.remember_threads
         )
 
     def export_job(self, job_id: int, directory: Path, formats: Iterable[str]) -> SavedTranscript:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QApplication, QMessageBox
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QInputDialog, QMessageBox
 
 from app.core.engine.audio import decode_audio
 from app.core.engine.diarize.encoder import SpeakerEncoder
 from app.core.engine.speakers import SpeakerLibrary, enroll
+from app.core.queue.jobs import JobOptions
 from tests.gui.test_window import finished_transcript
 from tests.real_speech import real_speech_dir
 
@@ -93,3 +98,36 @@ def test_known_speakers_makes_ge2e_voiceprints_again_and_names_who_needs_a_new_s
     assert "needs one new sample" in dialog.list.item(0).text()
     assert [known.name for known in SpeakerLibrary.load(window.store.directory).known()] == ["MEE009"]
     assert len(json.loads(path.read_text())["speakers"]["Chair"]["earlier"][0]["vector"]) == 256  # kept
+
+
+def test_a_remembered_voice_is_named_in_the_transcript_it_came_from(  # type: ignore[no-untyped-def]
+    open_window, qtbot, sample_dir: Path, call_transcript
+) -> None:
+    """Issue 40: "Remember this speaker" named the voice in new transcripts but left SPEAKER_00 in the one the
+    person was reading; now that one says the name too (an edit, saved like any other)."""
+    window = open_window(start_worker=False)
+    job = window.store.add_transcribed(sample_dir / "sample.wav", JobOptions(), call_transcript)
+    window.refresh()
+    window.select_job(job.id)
+    view = window.transcript_view
+    qtbot.waitUntil(lambda: view.job_id == job.id, timeout=5000)
+    speaker = call_transcript.speakers[0]
+    assert speaker.startswith("SPEAKER_")
+    view.speaker_box.setCurrentText(speaker)
+
+    def answer() -> None:
+        asked = QApplication.activeModalWidget()
+        if not isinstance(asked, QInputDialog):
+            QTimer.singleShot(20, answer)
+            return
+        asked.setTextValue("Maria")
+        asked.accept()
+
+    QTimer.singleShot(0, answer)
+    QTest.mouseClick(view.remember_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.remember_threads, timeout=300000)  # the first CAM++ load exports it
+    assert "Scriba will name Maria" in window.statusBar().currentMessage()
+    assert view.transcript is not None and "Maria" in view.transcript.speakers
+    assert speaker not in view.transcript.speakers
+    qtbot.waitUntil(lambda: "Maria" in window.store.load_transcript(job.id).speakers, timeout=10000)
+    assert [known.name for known in SpeakerLibrary.load(window.store.directory).known()] == ["Maria"]

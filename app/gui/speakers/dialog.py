@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -227,21 +227,33 @@ def enroll_speaker(
     )
 
 
+class ShownTranscript(Protocol):
+    """The transcript on show (the window's transcript view): its job, its transcript, and renaming a speaker."""
+
+    @property
+    def job_id(self) -> int | None: ...
+
+    @property
+    def transcript(self) -> Transcript | None: ...
+
+    def rename_speaker(self, old: str, new: str) -> None: ...
+
+
 def remember_speaker(
     parent: QWidget,
     status: QStatusBar,
     store: JobStore,
-    job_id: int | None,
-    transcript: Transcript | None,
+    shown: ShownTranscript,
     speaker: str,
     name: str | None,
     threads: list[threading.Thread],
 ) -> threading.Thread | None:
-    """Enroll ``speaker`` of job ``job_id``'s ``transcript`` (the one on show), under the name it has (asked for
-    when it has none); the voice is measured on a thread of its own, kept in ``threads`` while it runs, and
-    ``status`` says how it went."""
+    """Enroll ``speaker`` of the transcript ``shown``, under the name it has (asked for when it has none); the
+    voice is measured on a thread of its own, kept in ``threads`` while it runs, and ``status`` says how it went.
+    Once remembered, the speaker is called by that name in this transcript too (if it is still on show)."""
     from app.core.engine.speakers import check_name
 
+    job_id, transcript = shown.job_id, shown.transcript
     if not speaker or transcript is None or job_id is None or transcript.diarization is None:
         return None
     if name is None:
@@ -270,8 +282,10 @@ def remember_speaker(
         threads.remove(thread)
         if isinstance(result, Exception):
             failed(result)
-        else:
-            status.showMessage(result, 15000)
+            return
+        status.showMessage(result, 15000)
+        if shown.job_id == job_id and name != speaker:
+            shown.rename_speaker(speaker, name)  # the transcript it came from names it too (an edit, undoable)
 
     status.showMessage(f"Remembering {name}'s voice…")
     thread = run_off_main_thread(
