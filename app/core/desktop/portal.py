@@ -52,7 +52,9 @@ def _connect(bus_address: str, timeout_s: float) -> Any:
     try:
         from jeepney.io.blocking import open_dbus_connection
     except ImportError as error:  # a dependency of Scriba on Linux; absent only in a broken install
-        raise DesktopError("jeepney is not installed: reinstall Scriba (pip install jeepney)") from error
+        broken = DesktopError("this installation of Scriba cannot talk to the desktop: reinstall Scriba")
+        broken.cli_hint = "(jeepney is missing: `pip install jeepney`)"
+        raise broken from error
     try:
         return open_dbus_connection(bus_address, auth_timeout=timeout_s)
     except (OSError, ValueError, KeyError) as error:

@@ -50,7 +50,9 @@ def open_display(name: str | None) -> Any:
         from Xlib import display as xdisplay
         from Xlib import error as xerror
     except ImportError as error:  # a dependency of Scriba; absent only in a broken install
-        raise DesktopError("python-xlib is not installed: reinstall Scriba (pip install python-xlib)") from error
+        broken = DesktopError("this installation of Scriba cannot type into other programs: reinstall Scriba")
+        broken.cli_hint = "(python-xlib is missing: `pip install python-xlib`)"
+        raise broken from error
     try:
         return xdisplay.Display(name)
     except (xerror.DisplayError, xerror.ConnectionClosedError, OSError) as error:
