@@ -244,7 +244,10 @@ def step_oom(ctx: Context) -> dict[str, Any]:
             result = transcriber.transcribe(audio)
             attempt |= {"outcome": "finished", "final_batch_size": result.batch_size, "segments": len(result.segments)}
         except Exception as error:
-            attempt |= {"outcome": f"{type(error).__name__}: {str(error)[:400]}", "trace": traceback.format_exc()[-2500:]}
+            attempt |= {
+                "outcome": f"{type(error).__name__}: {str(error)[:400]}",
+                "trace": traceback.format_exc()[-2500:],
+            }
         attempt |= {"seconds": round(time.perf_counter() - started, 1), "fallbacks": list(transcriber.fallbacks)}
         del held
         torch.cuda.empty_cache()
