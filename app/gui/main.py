@@ -56,7 +56,7 @@ class CrashReporter(QObject):
             # Written for the user, not a bug: its one line in the error dialog, and nothing in crash.log.
             log.warning("%s", value)
             if alive:
-                self.user_error.emit(str(value))
+                self.user_error.emit(value.words)  # the command line's hint (cli_hint) is not for a window
             return
         text = "".join(traceback.format_exception(kind, value, trace))
         self._record(text)

@@ -75,3 +75,29 @@ def test_a_job_whose_model_is_missing_is_said_in_words_with_buttons(
     assert commands_in(said) == [], said
     assert offer.download_button is not None and offer.download_button.text() == "Download base"
     offer.close()
+
+
+def test_an_error_that_reaches_the_window_shows_its_words_without_the_command(
+    open_window: Callable[..., Any], qtbot: Any, tmp_path: Path
+) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from app.core.engine.models import resolve_model
+    from app.core.errors import ModelNotFoundError
+    from app.gui.main import CrashReporter
+
+    window = open_window(start_worker=False)
+    reporter = CrashReporter(tmp_path / "crash.log")
+    try:
+        resolve_model("small", tmp_path / "no models here")
+    except ModelNotFoundError as error:
+        missing = error
+    assert "`scriba models download small`" in str(missing)  # the command line keeps its command
+    reporter._excepthook(type(missing), missing, None)
+    qtbot.waitUntil(
+        lambda: any(isinstance(w, QMessageBox) and w.isVisible() for w in QApplication.topLevelWidgets()), timeout=3000
+    )
+    box = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible())
+    assert box.text().startswith("Model 'small' is not downloaded yet") and commands_in([box.text()]) == []
+    assert window.isVisible()
+    box.close()

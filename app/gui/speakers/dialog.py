@@ -266,7 +266,7 @@ def remember_speaker(
 
     def failed(error: Exception) -> None:
         status.clearMessage()
-        text = str(error) if isinstance(error, ScribaError) else f"{type(error).__name__}: {error}"
+        text = error.words if isinstance(error, ScribaError) else f"{type(error).__name__}: {error}"
         show_error(parent, "Scriba: remember speaker", text)
 
     try:
