@@ -50,3 +50,17 @@ def test_every_error_written_for_a_user_has_one_root_and_an_exit_code() -> None:
     assert issubclass(PriceTableError, ValueError), "still caught where a bad value is"
     assert OffloadError("x").exit_code is ExitCode.FAILED
     assert UsageError("x").exit_code is ExitCode.USAGE
+
+
+def test_a_command_line_hint_is_said_by_the_command_line_only() -> None:
+    from app.core.errors import ModelNotFoundError, ScribaError
+
+    plain = ScribaError("the file is empty (0 bytes)")
+    assert str(plain) == plain.words == "the file is empty (0 bytes)"
+    missing = ModelNotFoundError("Model 'small' is not downloaded yet (485 MB).")
+    missing.cli_hint = "Download it once with `scriba models download small`."
+    assert (
+        str(missing)
+        == "Model 'small' is not downloaded yet (485 MB). Download it once with `scriba models download small`."
+    )
+    assert missing.words == "Model 'small' is not downloaded yet (485 MB)."
