@@ -113,3 +113,12 @@ def test_offload_run_estimates_the_model_a_job_would_use(tmp_path: Path, minute_
         return next(line for line in stderr.splitlines() if line.startswith("estimate: "))
 
     assert minutes(chosen.stderr) != minutes(given.stderr)  # large-v3's time and price are not tiny.en's
+
+
+def test_the_command_line_keeps_the_command_that_fixes_a_failed_job(tmp_path: Path, minute_flac: Path) -> None:
+    """The window shows a missing model's words and a Download button; `queue run` still says what to type."""
+    data = str(tmp_path / "data")
+    assert scriba("--data-dir", data, "queue", "add", str(minute_flac), "--model", "base").returncode == 0
+    run = scriba("--data-dir", data, "queue", "run", "--until-empty")
+    said = run.stdout + run.stderr
+    assert "Model 'base' is not downloaded yet" in said and "`scriba models download base`" in said, said
