@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -161,6 +162,26 @@ class Engine:
         options: PipelineOptions,
         progress: PipelineProgress | None = None,
         cancel: CancelToken | None = None,
+    ) -> Transcript:
+        if self.stage_threads(options)[1] is not None:
+            import torch  # noqa: F401  (the diarizer beside the transcription imports it anyway)
+
+        torch_module = sys.modules.get("torch")
+        torch_threads = torch_module.get_num_threads() if torch_module is not None else None
+        try:
+            return self._run(source, options, progress, cancel)
+        finally:
+            # CTranslate2 sets OpenMP's thread count, which torch shares, in the thread that loads a model: a
+            # transcription given fewer threads would otherwise leave its count as this thread's torch count.
+            if torch_module is not None and torch_threads is not None:
+                torch_module.set_num_threads(torch_threads)
+
+    def _run(
+        self,
+        source: Path | str,
+        options: PipelineOptions,
+        progress: PipelineProgress | None,
+        cancel: CancelToken | None,
     ) -> Transcript:
         timings: dict[str, float] = {}
         started = time.perf_counter()
