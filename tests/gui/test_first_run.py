@@ -22,7 +22,7 @@ from app.core.queue.jobs import JobState
 from app.gui.settings.dialog import SettingsDialog
 from app.gui.settings.first_run import FirstRunDialog
 from tests.gui.test_queue_safety import answer_next_question
-from tests.gui.test_window import LONG_WAIT
+from tests.gui.test_window import LONG_WAIT, drop
 
 EIGHT_CORES = Machine("cpu", cpu_cores=8, ram_gb=16.0)
 
@@ -152,11 +152,17 @@ def test_a_newcomer_reaches_a_first_transcript_in_three_actions(
     window = open_window()  # a fresh data and config folder
     page = window.offer_first_run()  # what the program does on its first start
     assert page is not None and page.isVisible()
-    page.start_button.click()
+    qtbot.mouseClick(page.start_button, Qt.MouseButton.LeftButton)
     actions += 1
-    # Add files… and picking the file in its dialog: two actions.
-    (job,) = window.add_paths([sample_dir / "sample.wav"])
-    actions += 2
+    drop(window.drop_zone, [sample_dir / "sample.wav"])  # the recording dropped on the window
+    actions += 1
+    qtbot.waitUntil(lambda: getattr(window, "options_sheet", None) is not None, timeout=10_000)
+    sheet = window.options_sheet
+    qtbot.waitUntil(sheet.isVisible, timeout=10_000)
+    qtbot.mouseClick(sheet.add_button, Qt.MouseButton.LeftButton)  # the sheet's defaults kept
+    actions += 1
+    qtbot.waitUntil(lambda: len(window.store.jobs()) == 1, timeout=10_000)
+    (job,) = window.store.jobs()
     qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.DONE, timeout=LONG_WAIT)
     qtbot.waitUntil(lambda: window.transcript_view.job_id == job.id, timeout=10_000)
     assert actions == 3 and download_calls == []
