@@ -311,3 +311,140 @@ def test_an_empty_transcript_in_every_plain_format() -> None:
     assert formats.to_vtt(empty) == "WEBVTT\n"
     assert formats.to_tsv(empty) == "start\tend\tstart_seconds\tend_seconds\tspeaker\ttext\n"
     assert json.loads(formats.to_json(empty))["segments"][0]["text"] == "  "
+
+
+# The export sheet's switches (timestamps, speaker names, paragraphs), each format's exact text with them off.
+NO_TIMES = formats.ExportStyle(timestamps=False)
+NO_NAMES = formats.ExportStyle(speakers=False)
+SEGMENTS = formats.ExportStyle(paragraphs=False)
+BARE = formats.ExportStyle(timestamps=False, speakers=False, paragraphs=False)
+
+
+def test_txt_with_each_switch_off() -> None:
+    assert formats.to_txt(meeting(), NO_TIMES) == (
+        "Zoë:\nGrüß Gott, & X-ray. =1+1 <b>\n\nDr. <K>:\nJa.\n\nNo speaker here\n"
+    )
+    assert formats.to_txt(meeting(), NO_NAMES) == (
+        "[00:00:01]\nGrüß Gott, & X-ray. =1+1 <b>\n\n[01:00:00]\nJa.\n\nNo speaker here\n"
+    )
+    assert formats.to_txt(meeting(), SEGMENTS) == (
+        "[00:00:01] Zoë:\nGrüß Gott, & X-ray.\n\n[00:01:00] Zoë:\n=1+1 <b>\n\n[01:00:00] Dr. <K>:\nJa.\n\n"
+        "No speaker here\n"
+    )
+    # Nothing left to head a turn: no line above its text either.
+    assert formats.to_txt(meeting(), BARE) == "Grüß Gott, & X-ray.\n\n=1+1 <b>\n\nJa.\n\nNo speaker here\n"
+
+
+def test_subtitles_without_speaker_names() -> None:
+    assert formats.to_srt(meeting(), NO_NAMES) == (
+        "1\n00:00:01,000 --> 00:00:02,000\nGrüß Gott, & X-ray.\n"
+        "\n"
+        "2\n00:01:00,000 --> 00:01:01,000\n=1+1 <b>\n"
+        "\n"
+        "3\n01:00:00,000 --> 01:00:01,250\nJa.\n"
+        "\n"
+        "4\n01:00:02,000 --> 01:00:03,000\nNo speaker here\n"
+    )
+    assert formats.to_vtt(meeting(), NO_NAMES) == (
+        "WEBVTT\n"
+        "\n"
+        "00:00:01.000 --> 00:00:02.000\nGrüß Gott, &amp; X-ray.\n"
+        "\n"
+        "00:01:00.000 --> 00:01:01.000\n=1+1 &lt;b&gt;\n"
+        "\n"
+        "01:00:00.000 --> 01:00:01.250\nJa.\n"
+        "\n"
+        "01:00:02.000 --> 01:00:03.000\nNo speaker here\n"
+    )
+    # The names go from the subtitles only: the transcript given keeps them.
+    kept = meeting()
+    formats.to_srt(kept, NO_NAMES)
+    assert [segment.speaker for segment in kept.segments] == ["Zoë", "Zoë", "Zoë", "Dr. <K>", None]
+
+
+MD_HEAD = (
+    "# Zoë & Kai.wav\n"
+    "\n"
+    "*1:02:05 of audio, small, language de, 2 speaker(s)*\n"
+    "\n"
+    "> **Warning:** partial: decoding stopped at 3724.0 s of 3725.4 s\n"
+    "\n"
+)
+
+
+def test_markdown_with_each_switch_off() -> None:
+    assert formats.to_md(meeting(), SEGMENTS) == MD_HEAD + (
+        "`00:00:01` **Zoë:** Grüß Gott, & X-ray.\n"
+        "\n"
+        "`00:01:00` **Zoë:** =1+1 \\<b\\>\n"
+        "\n"
+        "`01:00:00` **Dr. \\<K\\>:** Ja.\n"
+        "\n"
+        "`01:00:02` No speaker here\n"
+    )
+    assert formats.to_md(meeting(), NO_NAMES) == MD_HEAD + (
+        "`00:00:01` Grüß Gott, & X-ray. =1+1 \\<b\\>\n\n`01:00:00` Ja.\n\n`01:00:02` No speaker here\n"
+    )
+    assert formats.to_md(meeting(), BARE) == MD_HEAD + (
+        "Grüß Gott, & X-ray.\n\n=1+1 \\<b\\>\n\nJa.\n\nNo speaker here\n"
+    )
+
+
+def test_qda_with_each_switch_off() -> None:
+    assert formats.to_qda(meeting(), SEGMENTS) == (
+        "[00:00:01] Zoë: Grüß Gott, & X-ray.\n\n[00:01:00] Zoë: =1+1 <b>\n\n[01:00:00] Dr. <K>: Ja.\n\n"
+        "[01:00:02] No speaker here\n"
+    )
+    assert formats.to_qda(meeting(), NO_TIMES) == (
+        "Zoë: Grüß Gott, & X-ray. =1+1 <b>\n\nDr. <K>: Ja.\n\nNo speaker here\n"
+    )
+    assert formats.to_qda(meeting(), BARE) == "Grüß Gott, & X-ray.\n\n=1+1 <b>\n\nJa.\n\nNo speaker here\n"
+
+
+def html_page(*turns: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="de">\n<head><meta charset="utf-8"><title>Zoë &amp; Kai.wav</title>'
+        f"<style>{HTML_STYLE}</style></head>\n<body>\n"
+        "<h1>Zoë &amp; Kai.wav</h1>\n"
+        '<p class="about">1:02:05 of audio, small, language de, 2 speaker(s)</p>\n'
+        '<p class="warning">partial: decoding stopped at 3724.0 s of 3725.4 s</p>\n'
+        + "".join(f"<p>{turn}</p>\n" for turn in turns)
+        + "</body>\n</html>\n"
+    )
+
+
+def test_html_with_each_switch_off() -> None:
+    zoe = '<span class="speaker" style="color:#1f77b4">Zoë</span> '
+    doctor = '<span class="speaker" style="color:#d62728">Dr. &lt;K&gt;</span> '
+    assert formats.to_html(meeting(), SEGMENTS) == html_page(
+        f'<span class="time" data-start="1.00">00:00:01</span> {zoe}Grüß Gott, &amp; X-ray.',
+        f'<span class="time" data-start="60.00">00:01:00</span> {zoe}=1+1 &lt;b&gt;',
+        f'<span class="time" data-start="3600.00">01:00:00</span> {doctor}Ja.',
+        '<span class="time" data-start="3602.00">01:00:02</span> No speaker here',
+    )
+    assert formats.to_html(meeting(), NO_NAMES) == html_page(
+        '<span class="time" data-start="1.00">00:00:01</span> Grüß Gott, &amp; X-ray. =1+1 &lt;b&gt;',
+        '<span class="time" data-start="3600.00">01:00:00</span> Ja.',
+        '<span class="time" data-start="3602.00">01:00:02</span> No speaker here',
+    )
+    assert formats.to_html(meeting(), BARE) == html_page(
+        "Grüß Gott, &amp; X-ray.", "=1+1 &lt;b&gt;", "Ja.", "No speaker here"
+    )
+
+
+def test_word_document_with_each_switch_off() -> None:
+    from docx import Document
+
+    def turns(style: formats.ExportStyle) -> list[str]:
+        document = Document(io.BytesIO(formats.to_docx(meeting(), style)))
+        return [paragraph.text for paragraph in document.paragraphs if paragraph.text][3:]
+
+    assert turns(SEGMENTS) == [
+        "00:00:01  Zoë: Grüß Gott, & X-ray.",
+        "00:01:00  Zoë: =1+1 <b>",
+        "01:00:00  Dr. <K>: Ja.",
+        "01:00:02  No speaker here",
+    ]
+    assert turns(NO_NAMES) == ["00:00:01  Grüß Gott, & X-ray. =1+1 <b>", "01:00:00  Ja.", "01:00:02  No speaker here"]
+    assert turns(NO_TIMES) == ["Zoë: Grüß Gott, & X-ray. =1+1 <b>", "Dr. <K>: Ja.", "No speaker here"]
+    assert turns(BARE) == ["Grüß Gott, & X-ray.", "=1+1 <b>", "Ja.", "No speaker here"]
