@@ -161,9 +161,9 @@ class MainWindow(QMainWindow):
             save_directory=self.dictation_directory,
         )
         self.dictation_panel.saved.connect(self._dictation_saved)
-        self.dictation_panel.model_picker.changed.connect(self._dictation_model_changed)
+        self.dictation_panel.preferences_changed.connect(self._dictation_preferences_changed)
         self.dictation_panel.message.connect(lambda text: self.statusBar().showMessage(text, 15000))
-        problem = self.dictation_panel.apply_preferences(dictation)
+        problem = self.dictation_panel.apply_preferences(dictation, self.settings_store.path.parent)
         if problem:
             self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
         self.dictation_panel.desktop_settings_changed.connect(self._dictation_desktop_changed)
@@ -694,8 +694,8 @@ class MainWindow(QMainWindow):
         self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
         self.settings_store.save(self._with_window_state(self.settings))
 
-    def _dictation_model_changed(self, model: str, language: str | None, final_model: str | None) -> None:
-        self.settings = self.settings.with_dictation(model=model, language=language, final_model=final_model)
+    def _dictation_preferences_changed(self, changes: dict[str, object]) -> None:
+        self.settings = self.settings.with_dictation(**changes)
         self.settings_store.save(self._with_window_state(self.settings))
 
     def dictation_directory(self) -> Path:

@@ -92,6 +92,8 @@ class DictationPreferences:
     hotkey: str | None = None
     hotkey_mode: str = "toggle"
     sounds: bool = True
+    commands: bool = False  # spoken punctuation and commands ("comma", "scratch that")
+    numbers: bool = False  # numbers said as words typed as digits
     # Dictation's own model and language (file jobs use JobDefaults'): it must keep up with speech on the CPU.
     model: str = "tiny.en"
     language: str | None = None

@@ -50,10 +50,12 @@ from app.core.config.settings import DictationPreferences
 from app.core.desktop.display import DesktopError
 from app.core.desktop.output import OutputMode
 from app.core.desktop.x11_hotkey import X11GlobalHotkey
+from app.core.dictation.commands import Edit
 from app.core.dictation.controller import (
     ControllerEvent,
     DictationController,
     DictationState,
+    Edited,
     Heard,
     InputDevice,
     Listening,
@@ -77,6 +79,7 @@ from app.core.paths import data_dir
 from app.core.queue.jobs import JobStore
 from app.gui.dictation.listening_indicator import ListeningIndicator
 from app.gui.dictation.model_picker import DictationModelPicker
+from app.gui.dictation.words import WordsBar
 from app.gui.main_thread import deliver_on_main_thread
 from app.gui.theme import mix_colours
 
@@ -101,6 +104,7 @@ class DictationPanel(QWidget):
     saved = Signal(object)  # SavedDictation, after Save wrote the audio and added the job
     # (output mode or None, hotkey text or None, hotkey mode) after the person changed them: the window keeps them
     desktop_settings_changed = Signal(object, object, str)
+    preferences_changed = Signal(dict)  # DictationPreferences' fields the person changed here, to be kept
     message = Signal(str)  # something for the window's status bar (an error, where a save went)
     view_updated = Signal()  # after the text view changed (a partial or final shown, or cleared)
     state_changed = Signal(object)  # PanelState
@@ -136,6 +140,10 @@ class DictationPanel(QWidget):
         self._partial_start = 0
         self._run_has_final = False
         self.output_mode: OutputMode | None = None  # None: the text stays in the panel
+        # With commands or replacements on, the view shows what the run's editor typed (its document), from
+        # _doc_view_start on, after _doc_base (the text before it): "scratch that" takes back earlier finals.
+        self._doc = self._doc_base = ""
+        self._doc_view_start = 0
         self._indicator: ListeningIndicator | None = None
 
         self.device_combo = QComboBox()
@@ -223,6 +231,9 @@ class DictationPanel(QWidget):
         self.sounds_check = QCheckBox("Sounds")
         self.sounds_check.setToolTip("A short tone when the hotkey starts and stops listening")
         self.sounds_check.toggled.connect(self.set_sounds)
+        self.words = WordsBar()  # the switches and the person's words, applied at once to the next Start's options
+        self.words.changed.connect(self.load_words)
+        self.words.switched.connect(self.preferences_changed)
 
         inputs = QHBoxLayout()
         inputs.addWidget(QLabel("Input:"))
@@ -247,6 +258,7 @@ class DictationPanel(QWidget):
         layout.addLayout(inputs)
         layout.addLayout(buttons)
         layout.addLayout(elsewhere)
+        layout.addWidget(self.words)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.message_label)
 
@@ -333,6 +345,7 @@ class DictationPanel(QWidget):
 
     def _model_chosen(self, model: str, language: str | None, final_model: str | None) -> None:
         self.options = dataclasses.replace(self.options, model=model, language=language, final_model=final_model)
+        self.preferences_changed.emit({"model": model, "language": language, "final_model": final_model})
 
     def can_start(self) -> bool:
         return self.state is PanelState.IDLE and (self._source_factory is not None or self._microphone_problem is None)
@@ -394,6 +407,8 @@ class DictationPanel(QWidget):
                 self._set_partial(event.event.text)
             else:
                 self._set_status(event.event.text)
+        elif isinstance(event, Edited):
+            self._apply_edit(event.edit, event.rules_active)
         elif isinstance(event, Listening):
             if self.state is PanelState.LOADING:
                 self._set_status("Listening")
@@ -411,6 +426,8 @@ class DictationPanel(QWidget):
             return  # already shown: the panel started it itself
         self._run = run
         self._run_has_final = False
+        if not (self.controller.keep_output and self._doc):  # else one editor goes on typing across runs
+            self._doc, self._doc_base, self._doc_view_start = "", self._final_text, self._partial_start
         self._show_message("")
         self._set_status("Loading model…")
         self._set_state(PanelState.LOADING)
@@ -525,6 +542,29 @@ class DictationPanel(QWidget):
         self._edit(change)
         self._partial_text = text
 
+    def _apply_edit(self, edit: Edit, rules_active: bool) -> None:
+        """What a final typed: with rules on, the run's text becomes exactly that (the Heard before it showed the
+        words as heard); the commands it carried out go to the status line."""
+        self._doc = self._doc[: len(self._doc) - edit.erase] + edit.text
+        if edit.actions:
+            self._set_status(" · ".join(edit.actions))
+        if not rules_active:
+            return
+        piece = ("\n" if self._doc_base and self._doc else "") + self._doc
+
+        def change(cursor: QTextCursor) -> None:
+            cursor.setPosition(self._doc_view_start)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            cursor.insertText(piece, QTextCharFormat())
+            self._partial_start = cursor.position()
+
+        self._edit(change)
+        self._final_text = self._doc_base + piece
+        self._partial_text = ""
+        self._run_has_final = bool(self._doc)
+        self._update_buttons()
+
     def _set_status(self, text: str) -> None:
         self.status_label.setText(text)
         self.status_label.setToolTip(text)
@@ -548,7 +588,8 @@ class DictationPanel(QWidget):
     def _clear_view(self) -> None:
         self.view.clear()
         self._final_text = self._partial_text = ""
-        self._partial_start = 0
+        self._partial_start = self._doc_view_start = 0
+        self._doc = self._doc_base = ""
         self._run_has_final = False
         self.clock_label.setText("")
         self._set_status("")
@@ -584,9 +625,13 @@ class DictationPanel(QWidget):
 
     # ------------------------------------------------------------------------------------------- other programs
 
-    def apply_preferences(self, preferences: DictationPreferences) -> str | None:
-        """Where finals go and the global hotkey, as the settings file keeps them. Returns the hotkey's problem in
-        words when it cannot be had, else None."""
+    def apply_preferences(self, preferences: DictationPreferences, words_folder: Path | None = None) -> str | None:
+        """Where finals go, the global hotkey, the switches and the person's words (the replacements and
+        vocabulary files in ``words_folder``, default the config folder), as the settings keep them. Returns the
+        hotkey's problem in words when it cannot be had, else None."""
+        self.words.set_switches(preferences.commands, preferences.numbers)
+        self.words.folder = words_folder
+        self.load_words()
         output = preferences.output
         self.set_output_mode("copy" if output == "copy" else ("type" if output == "type" else None))
         self.sounds_check.setChecked(preferences.sounds)
@@ -599,6 +644,11 @@ class DictationPanel(QWidget):
             self._show_mode(None, mode)
             return None
         return self.set_hotkey(preferences.hotkey, mode)
+
+    @Slot()
+    def load_words(self) -> None:
+        """The switches and the words files, read now, into the options of the next Start."""
+        self.options = self.words.applied(self.options)
 
     def set_output_mode(self, mode: OutputMode | None) -> None:
         """Where finals go besides the panel (from the next Start): typed, copied, or nowhere else (None)."""
