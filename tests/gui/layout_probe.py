@@ -318,6 +318,9 @@ def open_each(folder: Path) -> Iterator[tuple[str, QWidget]]:
     settings.open()
     yield "Settings", shown(settings)
     settings.reject()
+    words = window.dictation_panel.words.open_words()
+    yield "Your words", shown(words)
+    words.reject()
     for label, opened_by, attribute in SHEETS:
         if opened_by in vars(sys.modules[MainWindow.__module__]):  # the window opens this sheet
             if opened_by == "ask_options":
