@@ -13,7 +13,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
+from app.core.dictation.commands import DictationEditor, Edit, TextRules
+from app.core.dictation.controller import Edited, Heard, RunEnded, RunStarting
 from app.core.dictation.sources import ArraySource
+from app.core.dictation.stream import DictationEvent, DictationOptions
 from app.core.dictation.vocabulary import Replacement
 from app.gui.dictation.panel import DictationPanel, PanelState
 from tests.core.dictation.test_spoken_commands import BREATH_S, prompt
@@ -148,3 +151,44 @@ def test_the_switches_survive_a_restart(open_window, qtbot, tmp_path: Path) -> N
     third = open_panel(open_window, config)
     assert third.words.commands_check.isChecked() and not third.words.numbers_check.isChecked()
     assert third.options.commands and not third.options.numbers
+
+
+def test_each_edit_replaces_the_words_heard_across_runs_and_after_the_last_final(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The controller's events as it sends them (a Heard final, then the Edited that the real editor made of it;
+    the word it held back comes after the last Heard): the view shows exactly what was typed, the run after it
+    as a paragraph of its own, and a run without rules as heard."""
+    panel = DictationPanel(DictationOptions())
+    qtbot.addWidget(panel)
+    editor = DictationEditor(TextRules(commands=True))
+    statuses: list[str] = []
+    panel.view_updated.connect(lambda: statuses.append(panel.status_label.text()))
+
+    def final(run: int, text: str, edit: Edit, rules_active: bool = True) -> None:
+        panel._on_controller_event(Heard(run, DictationEvent("final", text, 0.0, 1.0, 1.0)))
+        panel._on_controller_event(Edited(run, edit, rules_active))
+
+    panel._on_controller_event(RunStarting(1))
+    final(1, "Send the report to Anna.", editor.apply("Send the report to Anna."))
+    assert panel.final_text() == "Send the report to Anna."
+    final(1, "Scratch that.", editor.apply("Scratch that."))
+    assert panel.final_text() == "" and statuses[-1] == "⌫ scratch that: Send the report to Anna."
+    final(1, "Send the report to Maria. Period.", editor.apply("Send the report to Maria. Period."))
+    final(1, "See you new", editor.apply("See you new", at_pause=False))
+    assert panel.final_text() == "Send the report to Maria. See you"  # "new" may begin "new line"
+    panel._on_controller_event(Edited(1, editor.finish(), True))
+    panel._on_controller_event(RunEnded(1, listened=True))
+    assert panel.final_text() == "Send the report to Maria. See you new"
+
+    panel._on_controller_event(RunStarting(2))
+    final(2, "Plain words, comma.", Edit(0, "Plain words, comma."), rules_active=False)
+    panel._on_controller_event(RunEnded(2, listened=True))
+    assert panel.final_text() == "Send the report to Maria. See you new\nPlain words, comma."
+
+    second = DictationEditor(TextRules(commands=True))
+    panel._on_controller_event(RunStarting(3))
+    final(3, "Hello there", second.apply("Hello there"))
+    final(3, "Scratch that.", second.apply("Scratch that."))
+    assert panel.final_text() == "Send the report to Maria. See you new\nPlain words, comma."
+    final(3, "Bye", second.apply("Bye"))
+    expected = "Send the report to Maria. See you new\nPlain words, comma.\nBye"
+    assert panel.final_text() == expected and panel.view.toPlainText() == expected
