@@ -72,7 +72,9 @@ def two_files(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> lis
 
 
 def _work_dirs() -> set[str]:
-    return set(glob.glob("/tmp/scriba-*"))
+    """The offload work directories in the loopback host's /tmp (each holds a heartbeat file); other programs'
+    scriba-* folders there, which come and go while tests run beside this one, are not theirs to count."""
+    return {folder for folder in glob.glob("/tmp/scriba-*") if Path(folder, "heartbeat").exists()}
 
 
 def _offload(sshd: LoopbackSshd, tmp_path: Path, remote_env: tuple[tuple[str, str], ...], **kwargs: Any) -> Offload:
