@@ -397,6 +397,8 @@ def test_dictate_says_why_it_cannot_type_or_grab_a_hotkey_before_loading_anythin
         (["--type"], no_display, "needs an X11 display"),
         (["--hotkey", "ctrl+alt+d"], {**no_display, "WAYLAND_DISPLAY": "wayland-0"}, "Wayland does not let"),
         (["--hotkey", "ctrl+alt+d", "--from-file", "x.wav"], no_display, "goes without --from-file"),
+        (["--mode", "hold"], no_display, "--mode hold is driven by a hotkey: give --hotkey KEYS too"),
+        (["--hotkey", "ctrl+alt+d", "--hotkey-mode", "sometimes"], no_display, "dictation mode 'sometimes'"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "app", "dictate", *arguments],

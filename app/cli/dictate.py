@@ -78,8 +78,15 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help=f"how --hotkey drives listening: {modes} (default: {DEFAULT_MODE})",
     )
     # The earlier name of --mode ("push" was hold's name).
-    dictate.add_argument("--hotkey-mode", dest="mode", type=parse_mode, help=argparse.SUPPRESS)
+    dictate.add_argument("--hotkey-mode", dest="mode", type=_mode, help=argparse.SUPPRESS)
     dictate.add_argument("--no-sound", action="store_true", help="no tone when the hotkey starts and stops listening")
+
+
+def _mode(text: str) -> str:
+    try:
+        return parse_mode(text)
+    except ValueError as error:  # argparse would say only "invalid value"
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 if TYPE_CHECKING:
