@@ -182,3 +182,15 @@ def test_continuous_mode_in_the_panel_listens_at_once_and_the_hotkey_pauses_and_
     panel.hotkey_mode_combo.setCurrentIndex(panel.hotkey_mode_combo.findData("toggle"))
     qtbot.waitUntil(lambda: panel.state is PanelState.IDLE, timeout=WAIT)
     assert panel.hotkey_mode == "toggle" and panel.indicator_text() == ""
+
+
+def test_the_sounds_switch_follows_the_settings_and_says_a_change(panel: DictationPanel, qtbot) -> None:  # type: ignore[no-untyped-def]
+    from app.core.config.settings import DictationPreferences
+
+    panel.apply_preferences(DictationPreferences(sounds=False))
+    assert not panel.sounds_check.isChecked() and panel.controller.sounds is None
+    with qtbot.waitSignal(panel.sounds_changed) as changed:
+        qtbot.mouseClick(panel.sounds_check, Qt.MouseButton.LeftButton)
+    assert changed.args == [True] and panel.controller.sounds is not None
+    panel.apply_preferences(DictationPreferences(sounds=False, hotkey_mode="push"))  # hold's earlier name
+    assert panel.controller.sounds is None and panel.hotkey_mode_combo.currentData() == "hold"

@@ -104,6 +104,7 @@ class DictationPanel(QWidget):
     saved = Signal(object)  # SavedDictation, after Save wrote the audio and added the job
     # (output mode or None, hotkey text or None, hotkey mode) after the person changed them: the window keeps them
     desktop_settings_changed = Signal(object, object, str)
+    sounds_changed = Signal(bool)  # the person turned the start/stop sound on or off: the window keeps it
     preferences_changed = Signal(dict)  # DictationPreferences' fields the person changed here, to be kept
     message = Signal(str)  # something for the window's status bar (an error, where a save went)
     view_updated = Signal()  # after the text view changed (a partial or final shown, or cleared)
@@ -231,6 +232,7 @@ class DictationPanel(QWidget):
         self.sounds_check = QCheckBox("Sounds")
         self.sounds_check.setToolTip("A short tone when the hotkey starts and stops listening")
         self.sounds_check.toggled.connect(self.set_sounds)
+        self.sounds_check.clicked.connect(self.sounds_changed)  # a click, not apply_preferences' setChecked
         self.words = WordsBar()  # the switches and the person's words, applied at once to the next Start's options
         self.words.changed.connect(self.load_words)
         self.words.switched.connect(self.preferences_changed)
