@@ -47,7 +47,14 @@ def main() -> None:
 
     import numpy as np
 
-    from app.core.dictation.controller import ControllerEvent, DictationController, Heard, Listening, RunEnded
+    from app.core.dictation.controller import (
+        ControllerEvent,
+        DictationController,
+        Heard,
+        Listening,
+        RunEnded,
+        RunEvent,
+    )
     from app.core.dictation.sources import AudioSource, FileSource
     from app.core.dictation.stream import DictationOptions
     from app.core.engine.audio import SAMPLE_RATE
@@ -77,7 +84,7 @@ def main() -> None:
         with changed:
             while time.monotonic() < deadline:
                 for at, event in events:
-                    if isinstance(event, kind) and event.run == run:  # type: ignore[attr-defined]
+                    if isinstance(event, kind) and isinstance(event, RunEvent) and event.run == run:
                         return at
                 changed.wait(0.05)
         raise SystemExit(f"no {kind.__name__} for run {run}: {[type(e).__name__ for _, e in events]}")

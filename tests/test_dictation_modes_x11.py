@@ -27,6 +27,7 @@ from app.core.dictation.controller import (
     Heard,
     Listening,
     RunEnded,
+    RunEvent,
     RunStarting,
     Stopping,
 )
@@ -85,7 +86,11 @@ class Recorder:
                 self._changed.wait(min(left, 0.1))  # conditions on the controller's clock change without an event
 
     def count(self, kind: type, run: int | None = None) -> int:
-        return sum(1 for e in list(self.events) if isinstance(e, kind) and (run is None or e.run == run))
+        return sum(
+            1
+            for e in list(self.events)
+            if isinstance(e, kind) and isinstance(e, RunEvent) and (run is None or e.run == run)
+        )
 
     def finals(self, run: int | None = None) -> list[str]:
         heard = [e for e in list(self.events) if isinstance(e, Heard) and (run is None or e.run == run)]
@@ -105,8 +110,8 @@ class Recorder:
         out = []
         for event in list(self.events):
             name = names.get(type(event))
-            if name is not None:
-                out.append(f"{name}{event.run}")  # type: ignore[attr-defined]
+            if name is not None and isinstance(event, RunEvent):
+                out.append(f"{name}{event.run}")
             elif isinstance(event, Heard) and event.event.type == "final" and event.event.text.strip():
                 out.append(f"final{event.run}")
         return out
