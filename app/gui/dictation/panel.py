@@ -730,7 +730,7 @@ class DictationPanel(QWidget):
             sounds.close()
 
     def _sounds_failed(self, text: str) -> None:
-        self._set_status(text)
+        self.message.emit(f"Dictation: {text}")  # the status bar: the panel's own lines say what dictation does
 
     def indicator_visible(self) -> bool:
         return self._indicator is not None and self._indicator.isVisible()
