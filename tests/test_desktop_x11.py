@@ -376,7 +376,14 @@ def test_hotkey_text_is_parsed_or_refused_in_words() -> None:
     assert hotkey.modifiers == 4 | 8 and hotkey.keysym == ord("d")
     assert parse_hotkey("super+space").keysym == 0x20
     assert parse_hotkey("F9").modifiers == 0
-    for wrong, words in (("ctrl+", "modifiers and a key"), ("hyper+d", "unknown modifier"), ("ctrl+nosuchkey", "key")):
+    assert parse_hotkey("Pause").modifiers == 0
+    for wrong, words in (
+        ("ctrl+", "modifiers and a key"),
+        ("hyper+d", "unknown modifier"),
+        ("ctrl+nosuchkey", "key"),
+        ("d", "would take that key from every program"),
+        ("shift+space", "would take that key from every program"),
+    ):
         with pytest.raises(DesktopError, match=words):
             parse_hotkey(wrong)
 

@@ -81,6 +81,9 @@ def parse_hotkey(text: str) -> Hotkey:
             break
     if not keysym:
         raise DesktopError(f"hotkey {text!r}: unknown key {key!r} (X keysym names: a, F9, space, Pause, …)")
+    if keysym < 0x100 and not modifiers & ~_SHIFT:
+        # A character key (Latin-1 keysyms) grabbed alone would never reach any program again while Scriba runs.
+        raise DesktopError(f"hotkey {text!r} would take that key from every program: add ctrl, alt or super to it")
     return Hotkey(text=text, modifiers=modifiers, keysym=keysym)
 
 
