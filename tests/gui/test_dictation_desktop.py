@@ -100,8 +100,11 @@ def test_the_window_keeps_where_text_goes_and_the_hotkey(open_window, qtbot, x_d
             panel.hotkey_edit, Qt.Key.Key_F9, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
         )
     assert panel.hotkey is not None and panel.hotkey.hotkey.text == "ctrl+alt+F9" and panel.hotkey_mode == "hold"
+    sounds_on = panel.sounds_check.isChecked()
+    qtbot.mouseClick(panel.sounds_check, Qt.MouseButton.LeftButton)
     window.close()  # gives the hotkey back: the next window can grab it
     again = open_window().dictation_panel  # the same folders: a restart
+    assert again.sounds_check.isChecked() is (not sounds_on)
     assert again.output_mode == "copy"
     assert again.hotkey is not None and again.hotkey.hotkey.text == "ctrl+alt+F9" and again.hotkey_mode == "hold"
     assert again.hotkey_edit.keySequence().toString() == "Ctrl+Alt+F9"

@@ -233,6 +233,7 @@ class DictationPanel(QWidget):
         self.sounds_check.setToolTip("A short tone when the hotkey starts and stops listening")
         self.sounds_check.toggled.connect(self.set_sounds)
         self.sounds_check.clicked.connect(self.sounds_changed)  # a click, not apply_preferences' setChecked
+        self.sounds_check.clicked.connect(lambda on: self.preferences_changed.emit({"sounds": bool(on)}))
         self.words = WordsBar()  # the switches and the person's words, applied at once to the next Start's options
         self.words.changed.connect(self.load_words)
         self.words.switched.connect(self.preferences_changed)
