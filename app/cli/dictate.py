@@ -37,7 +37,10 @@ def add_dictate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     into.add_argument(
         "--type",
         action="store_true",
-        help="type each final sentence into the window that has the focus (X11; on Wayland: the clipboard)",
+        help=(
+            "type each final sentence into the window that has the focus (on Wayland through the desktop's "
+            "portal, wtype, ydotool or the clipboard, whichever works first)"
+        ),
     )
     into.add_argument("--copy", action="store_true", help="put the dictated text on the clipboard instead of typing")
     dictate.add_argument(

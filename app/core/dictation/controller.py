@@ -117,7 +117,7 @@ class Edited(RunEvent):
 
 @dataclass(frozen=True)
 class Notice(RunEvent):
-    """Something the person should know that is not a failure (typing on Wayland goes to the clipboard)."""
+    """Something the person should know that is not a failure (which route types on Wayland, say)."""
 
     text: str
 
