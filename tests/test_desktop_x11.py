@@ -497,7 +497,9 @@ def test_dictate_commands_scratch_that_in_the_focused_xterm(x_display: str, tmp_
     )
     received = tmp_path / "received.txt"
     with focused_xterm(x_display, received, line_mode=True):
+        # The vocabulary, as a person would set it: tiny.en hears espeak-ng's "scratch" as "stretch" without it.
         command = ["dictate", "--from-file", str(audio), "--realtime", "--type", "--commands", "--jsonl"]
+        command += ["--vocabulary", "scratch that, Maria"]
         result = subprocess.run(
             [sys.executable, "-m", "app", *command],
             capture_output=True,
