@@ -194,7 +194,7 @@ def test_auto_export_a_crash_in_one_format_keeps_the_others_and_says_which(
     store.claim_next()
     store.finish(job.id, make_transcript())
 
-    def broken(transcript: object) -> str:
+    def broken(transcript: object, style: object) -> str:
         raise RuntimeError("a bug in the srt cue splitter")
 
     monkeypatch.setitem(formats.RENDERERS, "srt", broken)
