@@ -70,7 +70,7 @@ def test_hotkey_in_another_program_runs_the_panel_and_its_finals_are_typed_there
     assert shown and typed == shown  # what the panel shows as final is what the other program received
     wer = metrics.wer(reference, typed)
     print(f"panel typed {len(typed.split())} words, WER {wer:.3f} against the reference")
-    # Real speech replayed in real time: the words are those heard (a doubled or lost stretch passes 0.4), but how
+    # Real speech replayed in real time: the words are those heard (a doubled or lost stretch goes past 0.4), but how
     # many the decoder keeps up with depends on the machine's load; 0.29-0.31 was seen in whole-suite runs here.
     assert wer <= 0.4, typed
 
