@@ -80,7 +80,7 @@ def paragraphs(transcript: Transcript, style: ExportStyle = WHOLE) -> list[tuple
 
 
 def _paragraph(speaker: str | None, start: float, body: str, style: ExportStyle) -> str:
-    # A transcript without speakers is plain text, as before the styles; with them, each turn has its head line.
+    # A transcript without speakers is plain text; with them, each turn has its head line.
     if speaker is None:
         return body
     head = [f"[{timestamp_seconds(start)}]"] * style.timestamps + [f"{speaker}:"] * style.speakers
