@@ -101,17 +101,7 @@ class WtypeTyper:
         pass
 
     def _run(self, arguments: list[str], stdin: str = "") -> None:
-        result = subprocess.run(
-            [self._wtype, *arguments],
-            input=stdin.encode("utf-8"),
-            env=self._env,
-            capture_output=True,
-            timeout=_TOOL_TIMEOUT_S,
-            check=False,
-        )
-        if result.returncode != 0:
-            said = result.stderr.decode(errors="replace").strip()
-            raise DesktopError(f"wtype could not type (exit status {result.returncode}): {said}")
+        _run_tool("wtype", [self._wtype, *arguments], self._env, stdin)
 
 
 # ---- ydotool
@@ -183,17 +173,7 @@ class YdotoolTyper:
         pass
 
     def _run(self, arguments: list[str], stdin: str = "") -> None:
-        result = subprocess.run(
-            [self._ydotool, *arguments],
-            input=stdin.encode("utf-8"),
-            env=self._env,
-            capture_output=True,
-            timeout=_TOOL_TIMEOUT_S,
-            check=False,
-        )
-        if result.returncode != 0:
-            said = result.stderr.decode(errors="replace").strip()
-            raise DesktopError(f"ydotool could not type (exit status {result.returncode}): {said}")
+        _run_tool("ydotool", [self._ydotool, *arguments], self._env, stdin)
 
 
 # ---- the clipboard, one paste at a time
@@ -492,3 +472,13 @@ def default_token_path() -> Path:
     from app.core.paths import config_dir
 
     return config_dir() / "remote-desktop-token"
+
+
+def _run_tool(name: str, command: list[str], env: Mapping[str, str] | None, stdin: str) -> None:
+    """Run a typing tool; its failure, with what it said, is a DesktopError naming it."""
+    result = subprocess.run(
+        command, input=stdin.encode("utf-8"), env=env, capture_output=True, timeout=_TOOL_TIMEOUT_S, check=False
+    )
+    if result.returncode != 0:
+        said = result.stderr.decode(errors="replace").strip()
+        raise DesktopError(f"{name} could not type (exit status {result.returncode}): {said}")
