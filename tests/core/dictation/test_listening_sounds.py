@@ -4,6 +4,7 @@ cannot play is said once and the sounds go quiet."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -55,16 +56,22 @@ RUN = textwrap.dedent(
 
 
 def _notes(samples: np.ndarray) -> list[int]:
-    """The pitches heard, in order, each once per stretch: the dominant frequency of each loud 25 ms window,
-    rounded to 10 Hz, consecutive repeats collapsed."""
+    """The pitches heard, in order, each once: the dominant frequency of each loud 25 ms window, rounded to
+    10 Hz; a pitch counts only where it holds for two windows in a row (a lone window across a note's edge or an
+    output underrun's click reads as some other pitch), and consecutive repeats collapse."""
     window, hop = 400, 200
-    heard: list[int] = []
+    pitches: list[int | None] = []
     for start in range(0, len(samples) - window, hop):
         piece = samples[start : start + window]
         if np.max(np.abs(piece)) < 0.05:
+            pitches.append(None)
             continue
         spectrum = np.abs(np.fft.rfft(piece * np.hanning(window), n=8 * window))
-        pitch = int(round(np.argmax(spectrum) * RATE / (8 * window) / 10) * 10)
+        pitches.append(int(round(np.argmax(spectrum) * RATE / (8 * window) / 10) * 10))
+    heard: list[int] = []
+    for before, pitch in itertools.pairwise(pitches):
+        if pitch is None or before is None or abs(before - pitch) > 40:
+            continue
         if not heard or abs(heard[-1] - pitch) > 40:
             heard.append(pitch)
     return heard
