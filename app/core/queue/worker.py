@@ -108,11 +108,33 @@ def _watch_parent(parent_pid: int) -> None:
         time.sleep(0.5)
 
 
+# prctl(2) option: the signal this process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+# The child's first message: it will die with its parent (die_with_parent), so it may be stopped.
+READY = ("ready", None)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this process when its parent dies, even while it is stopped (SIGSTOP, a held
+    queue): the parent-watch thread cannot run then, and the kernel's SIGHUP+SIGCONT to an orphaned stopped
+    process group does not come where the group is not orphaned (the window started without job control, the
+    group's other members alive). The signal follows the thread that started the child: the queue worker's
+    thread, which closes the engine before it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the request above was in place
+        os._exit(0)
+
+
 def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
     """Body of the child process: receive (source, options), send progress and the result, repeat."""
     # Ctrl-C in a terminal reaches the whole process group: the parent decides what it means (stop, cancel,
     # requeue) and tells this process through the pipe; here it would only print a traceback mid-job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid)
+    connection.send(READY)  # from now on it may be stopped (a held queue): it dies with its parent all the same
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
     if niceness:
         with contextlib.suppress(OSError):
@@ -179,6 +201,10 @@ class EngineProcess:
         self._process: Any = None
         self._connection: Connection | None = None
         self._lock = threading.Lock()
+        # Held (dictation is speaking): the child is stopped, and a child started meanwhile is stopped as soon as
+        # it says it is ready (it then dies with this process even while stopped; before, it might not).
+        self._suspended = False
+        self._ready = False
 
     @property
     def pid(self) -> int | None:
@@ -199,7 +225,32 @@ class EngineProcess:
         process.start()
         child_end.close()
         self._process, self._connection = process, parent_end
+        self._ready = False
         return parent_end
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    def suspend(self) -> None:
+        """From any thread: stop the child where it is (SIGSTOP); it keeps its memory and its place in the job.
+        A child started before :meth:`resume` is stopped as soon as it is ready (READY)."""
+        with self._lock:
+            self._suspended = True
+            if self._ready:
+                self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """From any thread: let the child go on (SIGCONT)."""
+        with self._lock:
+            self._suspended = False
+            self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        process = self._process
+        if process is not None and process.pid is not None and process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)
 
     def run(
         self,
@@ -232,7 +283,12 @@ class EngineProcess:
                     raise EngineCrashedError(source, exitcode)
                 continue
             kind, payload = message
-            if kind == "progress":
+            if kind == "ready":
+                with self._lock:
+                    self._ready = True
+                    if self._suspended:
+                        self._signal(signal.SIGSTOP)
+            elif kind == "progress":
                 on_progress(payload)
             elif kind == "done":
                 return Transcript.from_dict(payload)
@@ -245,6 +301,8 @@ class EngineProcess:
             process = self._process
             if process is not None and process.is_alive():
                 process.terminate()
+                # A stopped child (held) may keep a SIGTERM pending instead of acting on it: let it run to it.
+                self._signal(signal.SIGCONT)
                 process.join(1.0)
                 if process.is_alive():
                     process.kill()
@@ -256,6 +314,7 @@ class EngineProcess:
         with self._lock:
             process, connection = self._process, self._connection
             if process is not None and connection is not None and process.is_alive():
+                self._signal(signal.SIGCONT)  # a stopped child cannot read the request
                 with contextlib.suppress(OSError):
                     connection.send(None)
                 process.join(2.0)
@@ -267,8 +326,21 @@ class EngineProcess:
         self._process, self._connection = None, None
 
 
+# "held" / "released": dictation holds the queue while the person speaks (QueueWorker.hold); the job, if one
+# runs, is frozen meanwhile.
 EventKind = Literal[
-    "started", "progress", "done", "failed", "cancelled", "requeued", "recovered", "idle", "waiting", "error"
+    "started",
+    "progress",
+    "done",
+    "failed",
+    "cancelled",
+    "requeued",
+    "recovered",
+    "idle",
+    "waiting",
+    "error",
+    "held",
+    "released",
 ]
 
 
@@ -391,6 +463,11 @@ class QueueWorker:
         self._wake = threading.Event()
         self._paused = threading.Event()
         self._pause_lock = threading.Lock()
+        # Apart from the user's pause: a hold (dictation) freezes the running job too, and its release never
+        # resumes a queue the user paused.
+        self._held = threading.Event()
+        self._hold_lock = threading.Lock()
+        self.hold_reason = ""
         self.current_job_id: int | None = None
         # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
         # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
@@ -414,6 +491,34 @@ class QueueWorker:
     def paused(self) -> bool:
         return self._paused.is_set()
 
+    def hold(self, reason: str) -> None:
+        """From any thread: claim no new job and freeze the running job's process until :meth:`release_hold`
+        (dictation while the person speaks: the job's decoding would slow dictation's). Once this returns no
+        job is claimed. The job's heartbeat and cancel go on meanwhile. Does nothing when already held."""
+        with self._pause_lock, self._hold_lock:
+            if self._held.is_set():
+                return
+            self._held.set()
+            self.hold_reason = reason
+            self.engine.suspend()
+        self._on_event(JobEvent("held", self.current_job_id, message=reason))
+
+    def release_hold(self) -> None:
+        """From any thread: the frozen job goes on and jobs are claimed again (unless the user paused the
+        queue). Does nothing when not held."""
+        with self._hold_lock:
+            if not self._held.is_set():
+                return
+            self._held.clear()
+            self.hold_reason = ""
+            self.engine.resume()
+        self._wake.set()
+        self._on_event(JobEvent("released", self.current_job_id))
+
+    @property
+    def held(self) -> bool:
+        return self._held.is_set()
+
     def stop(self) -> None:
         """From any thread: the running job goes back to the queue (it starts again next time)."""
         self._stop.cancel()
@@ -430,6 +535,11 @@ class QueueWorker:
         last_reclaim = -RECLAIM_INTERVAL
         try:
             while not self._stop.cancelled:
+                if self._held.is_set() and not self._paused.is_set():
+                    # Held for a moment (dictation): even `--until-empty` waits, the queue is not done.
+                    self._wake.wait(idle_poll)
+                    self._wake.clear()
+                    continue
                 if self._paused.is_set():
                     # Not even the lock is taken: another Scriba on this queue may run jobs meanwhile.
                     if until_empty:
@@ -467,7 +577,7 @@ class QueueWorker:
                         self._finish_cut_off_exports()
                     # Checked again under the pause lock: once pause() has returned, no job is claimed.
                     with self._pause_lock:
-                        job = None if self._paused.is_set() else self._claim_next()
+                        job = None if self._paused.is_set() or self._held.is_set() else self._claim_next()
                     if job is not None:
                         announced_idle = False
                         self.run_job(job)
