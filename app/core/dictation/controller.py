@@ -106,6 +106,15 @@ class Heard(RunEvent):
 
 
 @dataclass(frozen=True)
+class Speaking(RunEvent):
+    """The person began speaking (``active``), or an utterance ended and its finals are out: what may hold the
+    file queue meanwhile (app.core.dictation.queue_hold). On the dictation's thread; the end comes after the
+    utterance's finals (their Heard and Edited)."""
+
+    active: bool
+
+
+@dataclass(frozen=True)
 class Edited(RunEvent):
     """What a final did to the document typed so far (after the :class:`Heard` that carries it): the text typed,
     the characters taken back first, and the spoken commands carried out ("[comma]", "⌫ scratch that"). Its
@@ -150,7 +159,17 @@ class RunEnded(RunEvent):
 
 
 ControllerEvent = (
-    ModelLoading | ModelReady | RunStarting | Listening | Stopping | Heard | Edited | Notice | Problem | RunEnded
+    ModelLoading
+    | ModelReady
+    | RunStarting
+    | Listening
+    | Stopping
+    | Heard
+    | Speaking
+    | Edited
+    | Notice
+    | Problem
+    | RunEnded
 )
 Listener = Callable[[ControllerEvent], None]
 
@@ -484,7 +503,12 @@ class DictationController:
                         self._emit(Notice(number, f"vocabulary: {note}"))
             if not run.stop.cancelled:  # Stop while the model was loading: the input is never opened
                 dictation = Dictation(
-                    options, self.source_factory(self.device), deliver, decoder=decoder, final_decoder=final_decoder
+                    options,
+                    self.source_factory(self.device),
+                    deliver,
+                    decoder=decoder,
+                    final_decoder=final_decoder,
+                    on_speech=lambda active: self._emit(Speaking(number, active)),
                 )
                 try:
                     dictation.start()

@@ -38,7 +38,14 @@ import numpy as np
 
 from app.core.dictation.decoding import Decoder, StreamingVad, load_warm_decoder
 from app.core.dictation.sources import AudioSource
-from app.core.dictation.stream import DictationEvent, DictationOptions, DictationStats, DictationStream, EventCallback
+from app.core.dictation.stream import (
+    DictationEvent,
+    DictationOptions,
+    DictationStats,
+    DictationStream,
+    EventCallback,
+    SpeechCallback,
+)
 from app.core.engine.audio import SAMPLE_RATE
 from app.core.transcript.document import Word
 
@@ -64,10 +71,12 @@ class Dictation:
         decoder: Decoder | None = None,
         vad: StreamingVad | None = None,
         final_decoder: Decoder | None = None,
+        on_speech: SpeechCallback | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.on_event = on_event
+        self.on_speech = on_speech  # True when the VAD hears speech begin, False once its finals are out
         self.decoder = decoder
         self.final_decoder = final_decoder  # options.final_model's (loaded by load() when not given)
         self.stats = DictationStats()
@@ -149,6 +158,7 @@ class Dictation:
                 clock=lambda: self.clock,
                 stats=self.stats,
                 final_decoder=self.final_decoder,
+                on_speech=self.on_speech,
             )
 
     def start(self) -> None:

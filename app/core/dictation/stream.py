@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["partial", "final", "status"]
 EventCallback = Callable[["DictationEvent"], None]
+SpeechCallback = Callable[[bool], None]  # True: speech began; False: the utterance ended, its finals are out
 WHISPER_WINDOW_S = 29.0  # Whisper hears 30 s at once; a decode's context and window stay within it
 
 
@@ -211,9 +212,12 @@ class DictationStream:
         clock: Callable[[], float] | None = None,
         stats: DictationStats | None = None,
         final_decoder: Decoder | None = None,
+        on_speech: SpeechCallback | None = None,
     ) -> None:
         self.options = options
         self.decoder = decoder
+        self._on_speech = on_speech
+        self._speaking = False
         self.final_decoder = final_decoder  # options.final_model's, while it keeps up
         self._final_average: float | None = None
         self._final_count = 0
@@ -331,10 +335,20 @@ class DictationStream:
             # than real time): one decode for as many of them as fit in a window.
             while vad.completed and vad.completed[0][1] - start <= reach:
                 end = vad.completed.popleft()[1]
+            self._speech(True)  # said between two steps, never seen open
             self._finish_utterance(start, end)
+            self._speech(False)
         if vad.open_start is not None:
+            self._speech(True)
             self._progress_open(vad)
         self._trim()
+
+    def _speech(self, active: bool) -> None:
+        """Speech began (the VAD opened), or an utterance ended and its finals are out: told once each."""
+        if active != self._speaking:
+            self._speaking = active
+            if self._on_speech is not None:
+                self._on_speech(active)
 
     def _new_utterance(self, speech_start: int) -> _Utterance:
         pad = int(self.options.speech_pad_s * SAMPLE_RATE)
