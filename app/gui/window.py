@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config.settings import Settings, SettingsStore
+from app.core.dictation.queue_hold import SpeechQueueHold
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
@@ -39,7 +40,7 @@ from app.core.transcript.save import SavedTranscript
 from app.gui.about import about_text
 from app.gui.actions import WindowActions
 from app.gui.desktop_notice import DesktopNotifier
-from app.gui.dictation.panel import DictationPanel
+from app.gui.dictation.panel import DictationPanel, PanelState
 from app.gui.error_dialog import show_error
 from app.gui.gpu_panel import GpuPanel
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
@@ -167,6 +168,12 @@ class MainWindow(QMainWindow):
         if problem:
             self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
         self.dictation_panel.desktop_settings_changed.connect(self._dictation_desktop_changed)
+        # With the setting on, the file queue's job is frozen while the person speaks (it slows dictation).
+        self.speech_hold = SpeechQueueHold(
+            lambda: self.bridge.worker.hold("dictation"), lambda: self.bridge.worker.release_hold()
+        )
+        self.dictation_panel.speaking.connect(self._dictation_speaking)
+        self.dictation_panel.state_changed.connect(self._dictation_state_changed)
         self.dictation_dock = QDockWidget("Dictation", self)
         self.dictation_dock.setObjectName("dictationDock")
         self.dictation_dock.setWidget(self.dictation_panel)
@@ -337,6 +344,7 @@ class MainWindow(QMainWindow):
             f"{counts[JobState.QUEUED]} queued · {counts[JobState.RUNNING]} running · {counts[JobState.DONE]} done"
             + (f" · {counts[JobState.FAILED]} failed" if counts[JobState.FAILED] else "")
             + (" · paused (Queue › Resume)" if self.bridge.worker.paused else "")
+            + (" · waiting while you dictate" if self.bridge.worker.held else "")
         )
         self._update_offload_action()
 
@@ -578,6 +586,9 @@ class MainWindow(QMainWindow):
             self.notify("Scriba: queue stopped", event.message or "")
             self.refresh()
             return
+        if event.kind in ("held", "released"):  # dictation holds the queue while the person speaks
+            self.refresh()
+            return
         if event.kind == "idle":
             if summary := self._batch.finish():
                 self.notify("Scriba: queue finished", summary)
@@ -690,6 +701,14 @@ class MainWindow(QMainWindow):
         self.dictation_dock.raise_()
         self.dictation_panel.toggle()
 
+    def _dictation_speaking(self, active: bool) -> None:
+        if self.settings.dictation.pause_queue or not active:
+            self.speech_hold.speaking(active)
+
+    def _dictation_state_changed(self, state: PanelState) -> None:
+        if state is PanelState.IDLE:
+            self.speech_hold.run_ended()
+
     def _dictation_desktop_changed(self, output: str | None, hotkey: str | None, mode: str) -> None:
         self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
         self.settings_store.save(self._with_window_state(self.settings))
@@ -738,6 +757,8 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.settings_store.save(self._with_window_state(settings))
         self.folder_watcher.set_folder(settings.job.watch_folder)
+        if not settings.dictation.pause_queue:
+            self.speech_hold.run_ended()  # turned off while held: the job goes on now
         try:
             if token:
                 set_secret(HF_TOKEN_KEY, token)
@@ -781,6 +802,7 @@ class MainWindow(QMainWindow):
         self.transcript_view.stop_playback()
         self.settings_store.save(self._with_window_state(self.settings))
         # A running job goes back to the queue and starts again next time; nothing is lost.
+        self.speech_hold.close()
         self.bridge.stop()
         self.gpu_panel.stop()  # no sampler thread outlives the window
         self.dictation_panel.shutdown()  # the last words are flushed; an unsaved dictation is lost

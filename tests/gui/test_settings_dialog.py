@@ -88,3 +88,15 @@ def test_what_the_form_does_not_show_is_kept(qtbot, tmp_path: Path) -> None:  # 
     _formats(dialog, ())  # none ticked: the formats set before stay
     job = dialog.result_settings().job
     assert job.compute_type == "bfloat16" and job.batch_size == 8 and job.formats == ("txt",)
+
+
+def test_the_dictation_page_turns_the_queue_hold_off_and_on(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dialog = SettingsDialog(Settings(), token_stored=False, models_cache=tmp_path)
+    qtbot.addWidget(dialog)
+    dialog.show_page("Dictation")
+    assert dialog.pause_queue.isChecked() and dialog.pause_queue.toolTip()
+    dialog.pause_queue.setChecked(False)
+    assert dialog.result_settings().dictation.pause_queue is False
+    again = SettingsDialog(dialog.result_settings(), token_stored=False, models_cache=tmp_path)
+    qtbot.addWidget(again)
+    assert not again.pause_queue.isChecked()

@@ -98,6 +98,8 @@ class DictationPreferences:
     model: str = "tiny.en"
     language: str | None = None
     final_model: str | None = None  # a bigger model for the final text only (None: ``model``'s)
+    # The file queue's running job is frozen while the person speaks (its decoding would slow dictation's).
+    pause_queue: bool = True
 
 
 @dataclass(frozen=True)

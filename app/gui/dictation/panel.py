@@ -67,6 +67,7 @@ from app.core.dictation.controller import (
     RunStarting,
     SaveError,
     SourceFactory,
+    Speaking,
     Stopping,
     microphone_source,
 )
@@ -109,6 +110,8 @@ class DictationPanel(QWidget):
     message = Signal(str)  # something for the window's status bar (an error, where a save went)
     view_updated = Signal()  # after the text view changed (a partial or final shown, or cleared)
     state_changed = Signal(object)  # PanelState
+    # The person began speaking (True), or an utterance's finals are out (False): what may hold the file queue.
+    speaking = Signal(bool)
 
     def __init__(
         self,
@@ -412,6 +415,8 @@ class DictationPanel(QWidget):
                 self._set_status(event.event.text)
         elif isinstance(event, Edited):
             self._apply_edit(event.edit, event.rules_active)
+        elif isinstance(event, Speaking):
+            self.speaking.emit(event.active)
         elif isinstance(event, Listening):
             if self.state is PanelState.LOADING:
                 self._set_status("Listening")

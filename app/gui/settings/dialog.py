@@ -51,6 +51,7 @@ _PAGES = (
     ("Transcription", ("model", "device", "compute_type", "language", "task", "prompt", "hotwords")),
     ("Speakers", ("diarize", "diarizer", "identify", "speakers")),
     ("Output", ("output_dir", "formats")),
+    ("Dictation", ()),
 )
 
 
@@ -148,6 +149,12 @@ class SettingsDialog(QDialog):
         self.ask_on_add = QCheckBox("Ask for language, speakers, quality and part when files are added")
         self.ask_on_add.setChecked(settings.window.ask_options_on_add)
         forms[_PAGES[0][0]].addRow("", self.ask_on_add)
+        self.pause_queue = QCheckBox("Pause the file queue while I speak")
+        self.pause_queue.setToolTip(
+            "A file being transcribed slows dictation down on a busy computer: it waits while you speak, then goes on"
+        )
+        self.pause_queue.setChecked(settings.dictation.pause_queue)
+        forms["Dictation"].addRow("", self.pause_queue)
 
         # Pages, each in a scroll area: on a small screen a page scrolls instead of squeezing its rows (the speaker
         # detection steps alone are most of a 720 px screen's height).
@@ -332,7 +339,11 @@ class SettingsDialog(QDialog):
         return self.token.text().strip() or None
 
     def result_settings(self) -> Settings:
-        return self._settings.with_job(
-            **{name: self._value(name) for name in self.fields},
-            watch_folder=self.watch_folder.text().strip() or None,
-        ).with_window(ask_options_on_add=self.ask_on_add.isChecked())
+        return (
+            self._settings.with_job(
+                **{name: self._value(name) for name in self.fields},
+                watch_folder=self.watch_folder.text().strip() or None,
+            )
+            .with_window(ask_options_on_add=self.ask_on_add.isChecked())
+            .with_dictation(pause_queue=self.pause_queue.isChecked())
+        )

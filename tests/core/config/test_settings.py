@@ -114,3 +114,12 @@ def test_the_export_sheets_choices_round_trip_and_bad_ones_fall_back(tmp_path: P
     assert store.load() == chosen  # formats read back as the tuple they were
     store.path.write_text(json.dumps({"version": 2, "window": {"export_formats": ["md", "pdf"], "export_speakers": 0}}))
     assert store.load().window == WindowState()  # an unknown format or a non-bool: the default, not a crash
+
+
+def test_dictation_pauses_the_queue_unless_turned_off(tmp_path: Path) -> None:
+    store = SettingsStore(tmp_path)
+    assert store.load().dictation.pause_queue is True
+    store.save(Settings().with_dictation(pause_queue=False))
+    assert store.load().dictation.pause_queue is False
+    store.path.write_text(json.dumps({"version": 2, "dictation": {"pause_queue": "no"}}))
+    assert store.load().dictation.pause_queue is True  # not a yes/no: the default
