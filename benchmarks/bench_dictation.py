@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,26 +102,22 @@ def offline_transcript(path: Path, threads: int) -> tuple[list[Any], float]:
     return list(result.segments), time.perf_counter() - started
 
 
-def replay(
-    path: Path, threads: int, overrides: dict[str, Any], also: Callable[[Any], None] | None = None
-) -> dict[str, Any]:
-    """``also``: called with each event too (the queue hold)."""
+def replay(path: Path, threads: int, overrides: dict[str, Any], hold: Any = None) -> dict[str, Any]:
+    """``hold``: a SpeechQueueHold told when speech begins and ends, as the window's is."""
     from app.core.dictation.live import Dictation
     from app.core.dictation.sources import FileSource
     from app.core.dictation.stream import DictationEvent, DictationOptions
 
     events: list[DictationEvent] = []
 
-    def heard(event: DictationEvent) -> None:
-        events.append(event)
-        if also is not None:
-            also(event)
-
     options = DictationOptions(model="tiny.en", device="cpu", cpu_threads=threads, **overrides)
-    dictation = Dictation(options, FileSource(path, realtime=True), heard)
+    on_speech = hold.speaking if hold is not None else None
+    dictation = Dictation(options, FileSource(path, realtime=True), events.append, on_speech=on_speech)
     dictation.load()  # model load and warm-up are not part of the replay's figures
     cpu, wall = time.process_time(), time.perf_counter()
     text = dictation.run()
+    if hold is not None:
+        hold.run_ended()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return {"events": events, "text": text, "cpu": cpu, "wall": wall, "stats": dictation.stats}
 
@@ -184,6 +180,7 @@ class BusyQueue:
         self.store = JobStore(directory)
         self.done_s = 0.0  # audio seconds of finished jobs
         self.current_s = 0.0  # audio seconds done in the running job
+        self.held_s = 0.0  # wall seconds the queue was held for dictation
         self.failures: list[str] = []
         self._working = threading.Event()
 
@@ -229,15 +226,13 @@ def busy_queue(source: Path) -> Iterator[BusyQueue]:
             queue.stop()
 
 
-def measure(
-    conversation: Conversation, threads: int, overrides: dict[str, Any], also: Callable[[Any], None] | None
-) -> dict[str, Any]:
+def measure(conversation: Conversation, threads: int, overrides: dict[str, Any], hold: Any) -> dict[str, Any]:
     """Replay one conversation in real time; its figures against the words spoken and an offline transcript."""
     from tests import metrics
 
     segments, _ = offline_transcript(conversation.path, threads)
     offline = " ".join(segment.text for segment in segments)
-    run = replay(conversation.path, threads, overrides, also)
+    run = replay(conversation.path, threads, overrides, hold)
     rows = per_sentence(conversation.sentences, run["events"])
     save_texts(conversation.path, conversation.sentences, segments, rows, run["events"])
     return {
@@ -261,7 +256,7 @@ def conversation_main(args: argparse.Namespace, overrides: dict[str, Any]) -> No
     hold_note = ""
     results: list[tuple[Conversation, dict[str, Any]]] = []
     with contextlib.ExitStack() as stack:
-        also = None
+        hold = None
         queue = None
         if args.busy:
             # The longest material (the real readings where they are): the queue never runs dry.
@@ -269,17 +264,18 @@ def conversation_main(args: argparse.Namespace, overrides: dict[str, Any]) -> No
             queue = stack.enter_context(busy_queue(material))
             condition = "busy: a file queue transcribing beside it"
             if args.pause_queue:
-                also = queue_hold(queue.worker)
+                hold = queue_hold(queue)
                 condition += ", held while the person speaks"
         started_s, started = (queue.transcribed_s if queue else 0.0), time.perf_counter()
         for conversation in found:
             print(f"replaying {conversation.name} ({conversation.sentences[-1].end:.0f} s) …", file=sys.stderr)
-            results.append((conversation, measure(conversation, args.threads, overrides, also)))
+            results.append((conversation, measure(conversation, args.threads, overrides, hold)))
         if queue is not None:
             spent = time.perf_counter() - started
             hold_note = (
                 f"the queue transcribed {queue.transcribed_s - started_s:.0f} s of audio in the {spent:.0f} s of "
                 f"replay ({(queue.transcribed_s - started_s) / spent:.1f}x real time)"
+                + (f", held {100 * queue.held_s / spent:.0f} % of the time" if args.pause_queue else "")
                 + (f"; failures: {queue.failures}" if queue.failures else "")
             )
     targets = BUSY_TARGETS if args.busy else IDLE_TARGETS
@@ -358,9 +354,22 @@ def _row(name: str, result: dict[str, Any]) -> list[str]:
     ]
 
 
-def queue_hold(worker: Any) -> Callable[[Any], None]:
-    """The window's setting "pause the file queue while I speak", wired as the window wires it."""
-    raise NotImplementedError("waiting for the queue hold")
+def queue_hold(queue: BusyQueue) -> Any:
+    """The window's setting "pause the file queue while I speak", wired as the window wires it; the time held
+    is added to ``queue.held_s``."""
+    from app.core.dictation.queue_hold import SpeechQueueHold
+
+    since: list[float] = []
+
+    def hold() -> None:
+        since.append(time.perf_counter())
+        queue.worker.hold("dictation")
+
+    def release() -> None:
+        queue.worker.release_hold()
+        queue.held_s += time.perf_counter() - since.pop()
+
+    return SpeechQueueHold(hold, release)
 
 
 def main() -> None:
