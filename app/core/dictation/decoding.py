@@ -262,6 +262,14 @@ def common_prefix(previous: Sequence[Word], current: Sequence[Word]) -> int:
     return count
 
 
+SENTENCE_ENDS = (".", "?", "!", "。", "？", "！", "…")
+
+
+def ends_sentence(words: Sequence[Word]) -> bool:
+    """The model ended these words with a sentence's closing punctuation."""
+    return bool(words) and words[-1].word.rstrip().rstrip("\"')»”").endswith(SENTENCE_ENDS)
+
+
 def strip_committed(hypothesis: Sequence[Word], committed: Sequence[Word]) -> list[Word]:
     """The words of ``hypothesis`` that are not already in ``committed``.
 

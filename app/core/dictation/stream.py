@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from app.core.dictation.decoding import Decoder, StreamingVad, common_prefix, join_words, strip_committed, strip_context
+from app.core.dictation.decoding import (
+    Decoder,
+    StreamingVad,
+    common_prefix,
+    ends_sentence,
+    join_words,
+    strip_committed,
+    strip_context,
+)
 from app.core.engine.audio import SAMPLE_RATE
 from app.core.engine.level import RunningGain
 from app.core.transcript.document import Word
@@ -48,10 +56,11 @@ class DictationOptions:
     max_step_s: float = 3.0  # the longest the step grows to on a machine that cannot keep up
     first_partial_after_s: float = 0.4  # speech heard before the first partial of an utterance is decoded
     end_silence_s: float = 0.5  # silence that ends an utterance (then everything in it becomes final)
-    # Silence after which the closing decode starts, before the end is certain. 0.1 rather than 0.2: a final
-    # decode that hears its context (context_s) takes longer, and starting it 0.1 s sooner keeps the final
-    # within a second of the words' end (real-time conversation: median 1.03 -> 0.92 s); a pause that does not
-    # end the utterance costs one closing decode more, the same WER on the six recordings (0.150 / 0.149).
+    # A shorter pause after words the closing decode ended with ".", "?" or "!" makes them final too: people
+    # pause briefly between sentences and expect each typed then (docs/benchmarks.md, Dictation). 0: off.
+    sentence_end_s: float = 0.3
+    # Silence after which the closing decode starts, before the end is certain: it is usually done by the
+    # time the end is; a pause that does not end the utterance costs one decode more.
     close_after_s: float = 0.1
     max_window_s: float = 15.0  # audio decoded at once at most; longer speech is committed in pieces
     tail_guard_s: float = 1.0  # when a window is cut, words ending this close to the cut stay uncommitted
@@ -59,29 +68,18 @@ class DictationOptions:
     min_speech_s: float = 0.15  # shorter blips (a click, a cough) are not decoded
     vad_threshold: float = 0.5
     partial_beam_size: int = 1  # partials are replaced a moment later: the cheapest search is enough
-    # Beam 5 for finals, like file transcription: the final decode of an utterance is the one whose words
-    # stay. Measured on six recordings (benchmarks/bench_dictation_accuracy.py: espeak-ng conversation and
-    # sentences, four real readers; 973 words): WER 0.185 at beam 2 -> 0.182 at 5, and 0.172 with the
-    # agreement threshold below at 0.8. On the real-time conversation replay (bench_dictation.py
-    # --conversation), both together: WER 0.173 -> 0.141 (offline 0.082), end of utterance to final text
-    # 0.69 -> 0.76 s (median; p90 0.72 -> 0.81 s).
+    # Beam 5 for finals, like file transcription: the final decode's words are the ones that stay.
     final_beam_size: int = 5
-    # A word two hypotheses agree on is committed only when the model is this sure of it; the rest waits for
-    # the end of the utterance, whose final decode sees all of it. Early partials decode a fraction of a
-    # second of audio and agree on a wrong word ("So" for "Sure", "Welcome out" for "What about") often
-    # enough to matter: 0.5 -> 0.8 took the six recordings' WER from 0.182 to 0.172 at beam 5 (the same as
-    # committing nothing early); the latency of finals at the end of an utterance does not depend on it.
+    # A word two hypotheses agree on is committed only when the model is this sure of it: early partials
+    # hear a fraction of a second and can agree on a wrong word ("So" for "Sure"); the rest waits for the
+    # final decode, which hears all of the utterance.
     agreement_min_probability: float = 0.8
-    # Final text before the window given to Whisper as its initial prompt (0 = none). Off by default: with
-    # tiny.en and one temperature, a prompt made it invent text after the speech ("Thank you.", loops of
-    # "see you in the next video") on 4 of 12 test sentences, and raised the WER from 0.21 to 1.6 at beam 2.
+    # Final text before the window given to Whisper as its initial prompt (0 = none). Off: with tiny.en a
+    # prompt makes it invent text after the speech ("Thank you.", loops of a phrase).
     prompt_chars: int = 0
-    # A final decode starts this much earlier, in the speech that ran on into it (the earlier final words'
-    # audio), and the words it hears again there are dropped (matched by their letters: strip_context).
-    # tiny.en guesses a lone short utterance badly ("Welcome out on" for "What about"): with the speech before
-    # it, it decodes as it would in a whole file. Measured on six recordings (bench_dictation_accuracy.py,
-    # 973 words: an espeak-ng conversation and separated sentences, four real readers): WER 0.172 without,
-    # 0.161 with 4 s, 0.150 with 8 s; a real-time conversation (bench_dictation.py --conversation): see README.
+    # A final decode starts this much earlier, in the speech that ran on into it, and drops the words it hears
+    # again there (strip_context): alone, a short utterance is misheard ("Welcome out on" for "What about");
+    # with the speech before it, it decodes as it would in a whole file.
     context_s: float = 8.0
     # Speech before a pause longer than this is not context: after a real pause a new thought starts, and
     # Whisper, given a long silence inside its window, tends to end its text there.
@@ -101,6 +99,8 @@ class DictationOptions:
             raise ValueError("step_s must be positive and at most max_step_s")
         if self.close_after_s >= self.end_silence_s:
             raise ValueError("close_after_s must be shorter than end_silence_s")
+        if self.sentence_end_s and not self.close_after_s <= self.sentence_end_s < self.end_silence_s:
+            raise ValueError("sentence_end_s must lie between close_after_s and end_silence_s")
         if self.max_window_s <= 2 * self.tail_guard_s:
             raise ValueError("max_window_s must be more than twice tail_guard_s")
 
@@ -420,6 +420,17 @@ class DictationStream:
                 words = self._decode(utterance.window_start, now, final=True)
                 utterance.closing = (speech_end, now, words)
                 self._agree(utterance, words, now, at_pause=True)
+            elif (
+                options.sentence_end_s > 0
+                and silence >= options.sentence_end_s * SAMPLE_RATE
+                and utterance.pending
+                and ends_sentence(utterance.closing[2])
+            ):
+                # The words before this pause end a sentence: they are final now, not when the pause has
+                # lasted end_silence_s (a person pausing briefly between sentences gets each one typed).
+                self._commit(utterance, strip_committed(utterance.closing[2], utterance.committed), at_pause=True)
+                utterance.pending = []
+                self._set_partial([])
             return
         if self._partials_paused or silence > 0:
             # In a pause that may end the utterance, a partial would only delay the closing decode.
