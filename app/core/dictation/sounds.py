@@ -23,6 +23,7 @@ Cue = Literal["start", "stop"]
 TONE_S = 0.05  # each of the two notes: together well under the voice detector's shortest speech (0.15 s)
 GAP_S = 0.01
 FADE_S = 0.005  # a click-free start and end
+TAIL_S = 0.15
 # Rising for "listening", falling for "stopped": told apart without looking.
 NOTES_HZ: dict[Cue, tuple[float, float]] = {"start": (660.0, 880.0), "stop": (880.0, 660.0)}
 DEFAULT_RATE = 48_000
@@ -98,4 +99,6 @@ class ListeningSounds:
             sd = self._sounddevice = importlib.import_module("sounddevice")
         rate = int(sd.query_devices(self.device, "output")["default_samplerate"]) or DEFAULT_RATE
         with sd.OutputStream(samplerate=rate, channels=1, dtype="float32", device=self.device) as stream:
-            stream.write(cue_samples(cue, rate, self.volume))
+            # Silence after the notes: a sound server can drop the last buffer of a stream that closes at once.
+            tail = np.zeros(int(TAIL_S * rate), dtype=np.float32)
+            stream.write(np.concatenate([cue_samples(cue, rate, self.volume), tail]))
