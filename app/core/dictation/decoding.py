@@ -190,6 +190,8 @@ class StreamingVad:
         self.open_start: int | None = None  # sample where the current speech began
         self._silence_start: int | None = None  # first silent window inside the current speech
         self.completed: deque[tuple[int, int]] = deque()  # (start, end) samples of finished speech
+        # (start, end) of the last pauses inside open speech that speech ended again (shorter than min_silence)
+        self.pauses: deque[tuple[int, int]] = deque(maxlen=8)
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
         """Speech probability of each complete 512-sample window, continuing from the previous call."""
@@ -215,6 +217,8 @@ class StreamingVad:
                     self._silence_start = None
                 continue
             if probability >= self.threshold:
+                if self._silence_start is not None:
+                    self.pauses.append((self._silence_start, start))
                 self._silence_start = None
             elif probability < self.neg_threshold and self._silence_start is None:
                 self._silence_start = start

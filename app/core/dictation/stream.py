@@ -196,6 +196,7 @@ class _Utterance:
     pending: list[Word] = field(default_factory=list)  # the last hypothesis's words not yet final
     last_decoded_to: int | None = None  # window end of the last decode
     closing: tuple[int, int, list[Word]] | None = None  # (speech end, window end, words) of the closing decode
+    sentences_to: int = -1  # the last pause looked at for a sentence's end (sentence_end_s)
 
 
 class DictationStream:
@@ -411,6 +412,7 @@ class DictationStream:
             self._cut_window(utterance, utterance.window_start + limit)
             self._set_partial(utterance.pending)
             return
+        self._end_sentences(utterance, vad)
         silence = vad.trailing_silence
         if silence >= options.close_after_s * SAMPLE_RATE:
             speech_end = vad.speech_end
@@ -420,17 +422,6 @@ class DictationStream:
                 words = self._decode(utterance.window_start, now, final=True)
                 utterance.closing = (speech_end, now, words)
                 self._agree(utterance, words, now, at_pause=True)
-            elif (
-                options.sentence_end_s > 0
-                and silence >= options.sentence_end_s * SAMPLE_RATE
-                and utterance.pending
-                and ends_sentence(utterance.closing[2])
-            ):
-                # The words before this pause end a sentence: they are final now, not when the pause has
-                # lasted end_silence_s (a person pausing briefly between sentences gets each one typed).
-                self._commit(utterance, strip_committed(utterance.closing[2], utterance.committed), at_pause=True)
-                utterance.pending = []
-                self._set_partial([])
             return
         if self._partials_paused or silence > 0:
             # In a pause that may end the utterance, a partial would only delay the closing decode.
@@ -442,6 +433,35 @@ class DictationStream:
         if due:
             words = self._decode(utterance.window_start, now, final=False)
             self._agree(utterance, words, now)
+
+    def _end_sentences(self, utterance: _Utterance, vad: StreamingVad) -> None:
+        """Words that end a sentence before a pause of ``sentence_end_s`` become final, not only once a pause
+        has lasted ``end_silence_s``; also when speech went on before this step saw the pause (a decode took
+        longer than the pause): then the words up to it are decoded once more, with the final settings."""
+        options = self.options
+        if options.sentence_end_s <= 0:
+            return
+        need = int(options.sentence_end_s * SAMPLE_RATE)
+        pauses = [start for start, end in vad.pauses if end - start >= need]
+        if vad.trailing_silence >= need:
+            pauses.append(vad.speech_end)
+        for start in pauses:
+            if start <= max(utterance.sentences_to, utterance.window_start):
+                continue
+            closing = utterance.closing
+            if closing is not None and closing[0] == start:
+                words = closing[2]
+            elif start == vad.speech_end:
+                continue  # a pause still going on: its closing decode comes first
+            else:
+                window_end = min(start + int(options.speech_pad_s * SAMPLE_RATE), self._processed)
+                words = self._decode(utterance.window_start, window_end, final=True)
+            utterance.sentences_to = start
+            if not ends_sentence(words):
+                continue
+            self._commit(utterance, strip_committed(words, utterance.committed), at_pause=True)
+            utterance.pending = [word for word in utterance.pending if word.start * SAMPLE_RATE >= start]
+            self._set_partial(utterance.pending)
 
     def _agree(self, utterance: _Utterance, words: list[Word], decoded_to: int, *, at_pause: bool = False) -> None:
         """LocalAgreement-2: commit what this hypothesis shares with the previous one (up to the first word
