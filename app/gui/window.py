@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.config.settings import Settings, SettingsStore
-from app.core.dictation.queue_hold import SpeechQueueHold
 from app.core.dictation.save import SavedDictation
 from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
@@ -40,7 +39,8 @@ from app.core.transcript.save import SavedTranscript
 from app.gui.about import about_text
 from app.gui.actions import WindowActions
 from app.gui.desktop_notice import DesktopNotifier
-from app.gui.dictation.panel import DictationPanel, PanelState
+from app.gui.dictation.panel import DictationPanel
+from app.gui.dictation.queue_hold import PanelQueueHold
 from app.gui.error_dialog import show_error
 from app.gui.gpu_panel import GpuPanel
 from app.gui.main_thread import deliver_on_main_thread, run_off_main_thread
@@ -141,8 +141,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
         self.worker_label = QLabel("")
         self.statusBar().addPermanentWidget(self.worker_label)
-        # A dock (not part of the splitter): the queue keeps its room, and the user can hide, move or float
-        # it; its object name lets saveState/restoreState remember that.
+        # A dock, not in the splitter: the queue keeps its room; saveState remembers where the user put it.
         self.gpu_panel = GpuPanel(gpu_sampler, gpu_interval)
         self.gpu_dock = QDockWidget("GPU", self)
         self.gpu_dock.setObjectName("gpuDock")
@@ -150,9 +149,8 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.gpu_dock)
         self.statusBar().addPermanentWidget(self.gpu_panel.compact_label)
         self.gpu_panel.compact_label.clicked.connect(self.gpu_dock.toggleViewAction().trigger)
-        # Dictation runs its own model (tiny.en unless chosen in the panel) on the CPU whatever the queue's
-        # settings: it must keep up with speech, and it leaves the GPU (and its memory) to the jobs. Tabbed with
-        # the GPU dock, hidden until wanted; the Dictate action (Ctrl+D) shows it.
+        # Dictation runs its own model on the CPU whatever the queue's settings: it must keep up with speech and
+        # leaves the GPU to the jobs. Tabbed with the GPU dock, hidden until Dictate (Ctrl+D).
         dictation = self.settings.dictation
         self.dictation_panel = DictationPanel(
             DictationOptions(
@@ -168,12 +166,6 @@ class MainWindow(QMainWindow):
         if problem:
             self.statusBar().showMessage(f"Dictation hotkey off: {problem}", 15000)
         self.dictation_panel.desktop_settings_changed.connect(self._dictation_desktop_changed)
-        # With the setting on, the file queue's job is frozen while the person speaks (it slows dictation).
-        self.speech_hold = SpeechQueueHold(
-            lambda: self.bridge.worker.hold("dictation"), lambda: self.bridge.worker.release_hold()
-        )
-        self.dictation_panel.speaking.connect(self._dictation_speaking)
-        self.dictation_panel.state_changed.connect(self._dictation_state_changed)
         self.dictation_dock = QDockWidget("Dictation", self)
         self.dictation_dock.setObjectName("dictationDock")
         self.dictation_dock.setWidget(self.dictation_panel)
@@ -207,6 +199,8 @@ class MainWindow(QMainWindow):
         )
         self.table.selectionModel().selectionChanged.connect(self._update_offload_action)
         self.bridge = WorkerBridge(store, engine=engine, parent=self)
+        # With the setting on, the file queue's job is frozen while the person speaks (it slows dictation).
+        self.speech_hold = PanelQueueHold(self.dictation_panel, self.bridge.worker, self._pause_queue_for_speech)
         self.bridge.job_event.connect(self._on_worker_event)
         self.bridge.job_event.connect(self.gpu_panel.show_job_event)
         # Jobs changed by another process (`scriba queue add` in a terminal) appear within two seconds.
@@ -580,18 +574,11 @@ class MainWindow(QMainWindow):
             return
         if event.kind == "recovered":
             self.statusBar().showMessage(event.message or "", 10000)
-            self.refresh()
-            return
-        if event.kind == "error":  # the queue's disk refused a write: say it; the worker tries again later
+        elif event.kind == "error":  # the queue's disk refused a write: say it; the worker tries again later
             self.notify("Scriba: queue stopped", event.message or "")
-            self.refresh()
-            return
-        if event.kind in ("held", "released"):  # dictation holds the queue while the person speaks
-            self.refresh()
-            return
-        if event.kind == "idle":
-            if summary := self._batch.finish():
-                self.notify("Scriba: queue finished", summary)
+        elif event.kind == "idle" and (summary := self._batch.finish()):
+            self.notify("Scriba: queue finished", summary)
+        if event.kind in ("recovered", "error", "idle", "held", "released"):  # held: dictation holds the queue
             self.refresh()
             return
         self._batch.count(event)
@@ -701,13 +688,8 @@ class MainWindow(QMainWindow):
         self.dictation_dock.raise_()
         self.dictation_panel.toggle()
 
-    def _dictation_speaking(self, active: bool) -> None:
-        if self.settings.dictation.pause_queue or not active:
-            self.speech_hold.speaking(active)
-
-    def _dictation_state_changed(self, state: PanelState) -> None:
-        if state is PanelState.IDLE:
-            self.speech_hold.run_ended()
+    def _pause_queue_for_speech(self) -> bool:
+        return self.settings.dictation.pause_queue
 
     def _dictation_desktop_changed(self, output: str | None, hotkey: str | None, mode: str) -> None:
         self.settings = self.settings.with_dictation(output=output, hotkey=hotkey, hotkey_mode=mode)
@@ -757,8 +739,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.settings_store.save(self._with_window_state(settings))
         self.folder_watcher.set_folder(settings.job.watch_folder)
-        if not settings.dictation.pause_queue:
-            self.speech_hold.run_ended()  # turned off while held: the job goes on now
+        self.speech_hold.setting_changed()
         try:
             if token:
                 set_secret(HF_TOKEN_KEY, token)

@@ -3,23 +3,11 @@ running finishes. Real worker, real audio."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 from app.core.queue.jobs import JobState
-
-
-class CountedWake(threading.Event):
-    """The worker's wake-up event, counting the worker's waits on it: one at the end of every look at the queue."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits = 0
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits += 1
-        return super().wait(timeout)
+from tests.wake import CountedWake
 
 
 def test_a_paused_queue_starts_nothing_until_resumed(open_window: Any, qtbot: Any, sample_dir: Path) -> None:

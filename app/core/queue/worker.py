@@ -18,7 +18,6 @@ thread started by the GUI bridge); it reports :class:`JobEvent` objects through 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import multiprocessing
 import os
@@ -30,13 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
 from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
 from app.core.errors import CancelledError, ScribaError
 from app.core.queue.exports import auto_export
 from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, storage_reason
+from app.core.queue.lock import QueueLock
 from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
@@ -377,42 +377,6 @@ class QueueStorageError(ScribaError):
         self.directory = directory
         self.cause = error
         super().__init__(f"the queue folder {directory} cannot be written ({storage_reason(error)}): {consequence}")
-
-
-class QueueLock:
-    """An exclusive lock file beside the queue. The kernel drops it when its process dies (even kill -9)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / "worker.lock"
-        self._handle: TextIO | None = None
-
-    def acquire(self) -> bool:
-        if self._handle is not None:
-            return True
-        handle = self.path.open("a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            return False
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._handle = handle
-        return True
-
-    def release(self) -> None:
-        if self._handle is not None:
-            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
-
-    def holder(self) -> str:
-        try:
-            return self.path.read_text(encoding="utf-8").strip()
-        except OSError:
-            return ""
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,7 @@ class DictationPanel(QWidget):
     message = Signal(str)  # something for the window's status bar (an error, where a save went)
     view_updated = Signal()  # after the text view changed (a partial or final shown, or cleared)
     state_changed = Signal(object)  # PanelState
-    # The person began speaking (True), or an utterance's finals are out (False): what may hold the file queue.
-    speaking = Signal(bool)
+    speaking = Signal(bool)  # speech began (True), or an utterance's finals are out (False): may hold the queue
 
     def __init__(
         self,
@@ -144,8 +143,7 @@ class DictationPanel(QWidget):
         self._partial_start = 0
         self._run_has_final = False
         self.output_mode: OutputMode | None = None  # None: the text stays in the panel
-        # With commands or replacements on, the view shows what the run's editor typed (its document), from
-        # _doc_view_start on, after _doc_base (the text before it): "scratch that" takes back earlier finals.
+        # With commands or replacements on, the view shows the run's editor's document from _doc_view_start on.
         self._doc = self._doc_base = ""
         self._doc_view_start = 0
         self._indicator: ListeningIndicator | None = None

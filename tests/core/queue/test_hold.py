@@ -19,6 +19,7 @@ from app.core.engine.pipeline import Progress
 from app.core.queue import worker as worker_module
 from app.core.queue.jobs import DATABASE_NAME, JobOptions, JobState, JobStore
 from app.core.queue.worker import READY, EngineProcess, JobEvent, QueueWorker, die_with_parent
+from tests.wake import CountedWake
 
 FAST = JobOptions(diarizer="embedded", formats=("txt", "json"))
 
@@ -100,22 +101,10 @@ def test_a_held_job_is_frozen_then_ends_as_it_would_have(
     assert next(e for e in events if e.kind == "held").job_id == held.id
 
 
-class _CountingEvent(threading.Event):
-    """The worker's wake event, counting its waits: proof that the worker looked at the queue again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits = 0
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits += 1
-        return super().wait(timeout)
-
-
 def test_no_job_is_claimed_while_held_and_hold_and_pause_leave_each_other_alone(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     worker = QueueWorker(store, EngineProcess(child_main=spinning_child), token_provider=lambda: None)
-    wake = worker._wake = _CountingEvent()
+    wake = worker._wake = CountedWake()
     worker.hold("dictation")
     worker.hold("dictation")  # idempotent: one release ends it
     job = store.add(tmp_path / "talk.wav", FAST)

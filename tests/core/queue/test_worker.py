@@ -140,7 +140,7 @@ def test_stop_puts_the_running_job_back(tmp_path: Path, long_wav: Path) -> None:
 
 def test_two_workers_on_one_queue_take_turns(tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The window and `scriba queue run` side by side: never two jobs (two models) at once."""
-    from app.core.queue.worker import QueueLock
+    from app.core.queue.lock import QueueLock
 
     store = JobStore(tmp_path)
     jobs = [store.add(sample_dir / "sample.wav", FAST) for _ in range(2)]
@@ -240,7 +240,7 @@ def test_a_worker_reclaims_the_job_of_a_worker_that_died(tmp_path: Path, sample_
     job = store.add(sample_dir / "sample.wav", FAST)
     code = (
         "import os, sys, time; from pathlib import Path; from app.core.queue.jobs import JobStore;"
-        "from app.core.queue.worker import QueueLock;"
+        "from app.core.queue.lock import QueueLock;"
         "s = JobStore(Path(sys.argv[1]), recover=False); lock = QueueLock(Path(sys.argv[1])); assert lock.acquire();"
         "s.claim_next(); print('claimed', flush=True); time.sleep(600)"
     )
