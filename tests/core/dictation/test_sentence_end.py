@@ -92,7 +92,8 @@ def test_a_pause_that_ended_while_the_stream_decoded_still_ends_the_sentence(
     espeak: str, decoder: WhisperDecoder
 ) -> None:
     """On a busy machine a pause can be over before the stream looks again (the last 0.1 s of a sentence, the
-    pause and 0.3 s of the next arrive at once): the words before it are still final at that look (the block ends on the next 0.1 s)."""
+    pause and 0.3 s of the next arrive at once): the words before it are still final at that look (the block
+    ends on the next 0.1 s)."""
     samples, bounds = _speech(espeak)
     unseen = [(end - 0.1, following + 0.3) for (_, end), (following, _) in itertools.pairwise(bounds)]
     text, events = _replay(samples, DictationOptions(), decoder, unseen)
