@@ -723,7 +723,7 @@ class MainWindow(QMainWindow):
             self.settings_accepted(dialog)
 
     def settings_accepted(self, dialog: SettingsDialog) -> None:
-        self.apply_settings(dialog.result_settings(), dialog.new_token(), dialog.token_cleared)
+        self.apply_settings(dialog.result_settings(self.settings), dialog.new_token(), dialog.token_cleared)
         if dialog.download_failure is not None:
             self.say_download_failed(*dialog.download_failure)
 

@@ -104,8 +104,11 @@ def test_dont_ask_again_is_kept_across_a_restart_and_settings_bring_the_sheet_ba
     dialog = SettingsDialog(again.settings, False, again)
     assert not dialog.ask_on_add.isChecked()
     QTest.keyClick(dialog.ask_on_add, Qt.Key.Key_Space)
+    # The dictation panel's output changed while Settings was open: OK does not set it back.
+    again.apply_settings(again.settings.with_dictation(output="copy"))
     dialog.accept()
     again.settings_accepted(dialog)
+    assert again.settings.dictation.output == "copy" and again.settings.window.ask_options_on_add
     drop(again.drop_zone, [sample_dir / "sample.wav"])
     assert sheet_of(again, qtbot).files == [sample_dir / "sample.wav"]
     assert len(again.store.jobs()) == 2  # waiting for the sheet's answer

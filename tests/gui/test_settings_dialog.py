@@ -100,3 +100,17 @@ def test_the_dictation_page_turns_the_queue_hold_off_and_on(qtbot, tmp_path: Pat
     again = SettingsDialog(dialog.result_settings(), token_stored=False, models_cache=tmp_path)
     qtbot.addWidget(again)
     assert not again.pause_queue.isChecked()
+
+
+def test_ok_keeps_what_changed_elsewhere_while_the_dialog_was_open(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The dictation panel's output and sounds and the offload dialog's budget, changed after Settings opened,
+    stay; what the dialog shows comes from the dialog."""
+    dialog = SettingsDialog(Settings(), token_stored=False, models_cache=tmp_path)
+    qtbot.addWidget(dialog)
+    dialog.pause_queue.setChecked(False)
+    _formats(dialog, ("srt", "txt"))
+    meanwhile = Settings().with_dictation(output="type", sounds=False).with_offload(budget_usd=2.5)
+    result = dialog.result_settings(meanwhile)
+    assert (result.dictation.output, result.dictation.sounds, result.offload.budget_usd) == ("type", False, 2.5)
+    assert result.dictation.pause_queue is False
+    assert set(result.job.formats) == {"srt", "txt"}

@@ -338,9 +338,12 @@ class SettingsDialog(QDialog):
         """The token typed in this dialog (None: keep what is stored)."""
         return self.token.text().strip() or None
 
-    def result_settings(self) -> Settings:
+    def result_settings(self, current: Settings | None = None) -> Settings:
+        """What this dialog shows, set over ``current`` (the settings now; default: those it opened with), so
+        that a preference changed elsewhere while it was open (the dictation panel's) is not set back."""
         return (
-            self._settings.with_job(
+            (current or self._settings)
+            .with_job(
                 **{name: self._value(name) for name in self.fields},
                 watch_folder=self.watch_folder.text().strip() or None,
             )
