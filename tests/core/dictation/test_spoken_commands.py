@@ -349,7 +349,10 @@ def test_dictate_commands_and_replacements_from_the_command_line(espeak: str, tm
     # Without --jsonl each final is printed with its commands as labels.
     shown = _cli("--from-file", str(audio), "--commands", "--replacements", str(rules), config=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "Q3 report to Mariah [period] [new paragraph] Thanks" in shown.stdout, shown.stdout
+    # Where one final ends and the next begins depends on how fast this machine decodes (a loaded one takes
+    # the file in several pieces, and a final that ends at "Mariah" gets Whisper's full stop): read them as one.
+    said = " ".join(shown.stdout.split())
+    assert re.search(r"Q3 report to Mariah\.? \[period\] \[new paragraph\] Thanks", said), shown.stdout
 
 
 def test_dictate_says_which_replacements_file_is_missing(tmp_path: Path) -> None:
