@@ -12,7 +12,8 @@ as in the window); ``--pause-queue``: that queue is held while speech is heard, 
 ``--set`` changes a DictationOptions field (the value is JSON). Per sentence, what was said, made final and
 transcribed offline is written next to the audio in benchmarks/out (``*.result.json``). Measured per utterance
 (its true start and end are known from how the file was built):
-- end-of-utterance latency: from the end of the utterance to the moment its last word became final;
+- end-of-utterance latency: from the end of the utterance to the moment the last of its words became final
+  (each final word belongs to the utterance nearest its middle);
 - first partial: from the start of the utterance to the first text shown for it (partial or final);
 and for the whole replay: WER of the final text and of an offline transcript of the same file (Scriba's
 Transcriber, beam 5, whole file), CPU use (process CPU time / wall time) and the worst queue lag.
@@ -123,21 +124,40 @@ def replay(path: Path, threads: int, overrides: dict[str, Any], hold: Any = None
 
 
 def per_sentence(sentences: list[Sentence], events: list[Any]) -> list[tuple[Sentence, float, float]]:
-    """(sentence, end-of-utterance latency, first-text delay) for each sentence that got final text."""
+    """(sentence, end-of-utterance latency, first-text delay) for each sentence that got final text.
+
+    Each final word belongs to the sentence nearest its middle, and a sentence's latency is when the last of
+    its own words became final: a final that begins with the next sentence's first word (Whisper often puts
+    it a little early, inside the pause) is not this sentence's, however late it comes."""
+    owner: dict[int, list[float]] = {}
+    for event in events:
+        if event.type != "final":
+            continue
+        for word in event.words:
+            index = _nearest(sentences, (word.start + word.end) / 2)
+            if index is not None:
+                owner.setdefault(index, []).append(event.emitted_at)
     rows = []
-    for sentence in sentences:
+    for index, sentence in enumerate(sentences):
+        if index not in owner:
+            continue
         near = [e for e in events if e.text and e.end > sentence.start - 0.3 and e.start < sentence.end + 0.3]
-        finals = [e for e in near if e.type == "final"]
         shown = [e for e in near if e.type in ("partial", "final")]
-        if finals:
-            rows.append(
-                (
-                    sentence,
-                    max(e.emitted_at for e in finals) - sentence.end,
-                    min(e.emitted_at for e in shown) - sentence.start,
-                )
-            )
+        first = min(e.emitted_at for e in shown) if shown else max(owner[index])
+        rows.append((sentence, max(owner[index]) - sentence.end, first - sentence.start))
     return rows
+
+
+def _nearest(sentences: list[Sentence], at: float, reach: float = 0.3) -> int | None:
+    """The sentence that holds the time ``at``, else the nearest within ``reach`` s (None: none is)."""
+    best, distance = None, reach
+    for index, sentence in enumerate(sentences):
+        gap = max(sentence.start - at, at - sentence.end, 0.0)
+        if gap <= distance:
+            best, distance = index, gap
+            if gap == 0:
+                break
+    return best
 
 
 def save_texts(path: Path, sentences: list[Sentence], segments: list[Any], rows: list[Any], events: list[Any]) -> None:
