@@ -62,7 +62,9 @@ class DictationOptions:
     # Silence after which the closing decode starts, before the end is certain: it is usually done by the
     # time the end is; a pause that does not end the utterance costs one decode more.
     close_after_s: float = 0.1
-    max_window_s: float = 15.0  # audio decoded at once at most; longer speech is committed in pieces
+    # Audio decoded at once at most; longer speech is committed in pieces. It also bounds how long a word the
+    # model is unsure of (never made final by agreement) holds back the words after it, in speech without pauses.
+    max_window_s: float = 8.0
     tail_guard_s: float = 1.0  # when a window is cut, words ending this close to the cut stay uncommitted
     speech_pad_s: float = 0.25  # audio kept before and after the VAD's speech, which clips word edges
     min_speech_s: float = 0.15  # shorter blips (a click, a cough) are not decoded
