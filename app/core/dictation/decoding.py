@@ -70,17 +70,38 @@ class WhisperDecoder:
     TOKENS_PER_SECOND = 8
     TOKENS_EXTRA = 16
 
+    # A loop decoded again may not repeat any three tokens: Whisper's own way out of a loop (a temperature
+    # fallback) is random and costs up to five decodes.
+    NO_REPEAT_NGRAM = 3
+
     def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
-        words = self._decode(samples, final=final, prompt=prompt, hotwords=self.hotwords)
-        if self.hotwords and looping(words):
+        hotwords = self.hotwords
+        words = self._decode(samples, final=final, prompt=prompt, hotwords=hotwords)
+        if hotwords and looping(words):
             # Text before the audio makes tiny.en loop at times ("see you in the next video" five times after
             # the last word; mfa_en_spontaneous_a's WER 0.14 -> 0.76 with two hotwords): decoded again without.
+            hotwords = None
             words = self._decode(samples, final=final, prompt=prompt, hotwords=None)
-        return words
+        if looping(words):
+            # An unclear word can start a loop with no hotwords too ("the exception of ah, ah, ah, ..." to the
+            # end of the window in gentle_lucier 39.6-50.2 s), and a loop would be typed as it is.
+            words = self._decode(samples, final=final, prompt=prompt, hotwords=hotwords, no_repeat=True)
+        return cut_loop(words)
 
-    def _decode(self, samples: np.ndarray, *, final: bool, prompt: str | None, hotwords: str | None) -> list[Word]:
+    def _decode(
+        self,
+        samples: np.ndarray,
+        *,
+        final: bool,
+        prompt: str | None,
+        hotwords: str | None,
+        no_repeat: bool = False,
+    ) -> list[Word]:
+        no_repeat_ngram_size = self.NO_REPEAT_NGRAM if no_repeat else 0
         if not final and self.encoder_margin_s is not None and self.language is not None:
-            return self._decode_short(samples, prompt=prompt, hotwords=hotwords)
+            return self._decode_short(
+                samples, prompt=prompt, hotwords=hotwords, no_repeat_ngram_size=no_repeat_ngram_size
+            )
         seconds = len(samples) / SAMPLE_RATE
         segments, info = self.model.transcribe(
             samples,
@@ -92,7 +113,8 @@ class WhisperDecoder:
             vad_filter=False,
             initial_prompt=prompt or None,
             hotwords=hotwords,
-            max_new_tokens=min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA),
+            max_new_tokens=self._token_budget(seconds),
+            no_repeat_ngram_size=no_repeat_ngram_size,
         )
         words = [
             Word(start=float(w.start), end=float(w.end), word=str(w.word), probability=float(w.probability))
@@ -103,7 +125,12 @@ class WhisperDecoder:
             self.language = str(info.language)
         return words
 
-    def _decode_short(self, samples: np.ndarray, *, prompt: str | None, hotwords: str | None) -> list[Word]:
+    def _token_budget(self, seconds: float) -> int:
+        return min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA)
+
+    def _decode_short(
+        self, samples: np.ndarray, *, prompt: str | None, hotwords: str | None, no_repeat_ngram_size: int = 0
+    ) -> list[Word]:
         """A partial decode as faster-whisper's ``transcribe`` makes it (its prompt, search settings, passes
         and word alignment), except that the encoder hears the audio and ``encoder_margin_s`` of silence after
         it, in 5 s steps, not always 30 s: its attention is quadratic in what it hears (0.23 s on 30 s here,
@@ -127,7 +154,7 @@ class WhisperDecoder:
             encoder_output = model.encode(pad_or_trim(features[:, seek:frames], heard_s * 100))
             previous = tokenizer.encode(" " + prompt.strip()) if prompt and seek == 0 else []
             prompt_tokens = model.get_prompt(tokenizer, previous, without_timestamps=False, hotwords=hotwords)
-            new_tokens = min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA)
+            new_tokens = self._token_budget(seconds)
             result = model.model.generate(
                 encoder_output,
                 [prompt_tokens],
@@ -136,6 +163,7 @@ class WhisperDecoder:
                 return_scores=True,
                 return_no_speech_prob=True,
                 suppress_blank=True,
+                no_repeat_ngram_size=no_repeat_ngram_size,
                 suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
                 max_initial_timestamp_index=50,  # the first word within 1 s of the start, as transcribe
             )[0]
@@ -178,16 +206,35 @@ _PREPEND = "\"'“¿([{-"
 _APPEND = "\"'.。,，!！?？:：”)]}、"
 
 
+def _first_loop(words: Sequence[Word], repeats: int) -> tuple[int, int] | None:
+    """Where the first phrase of two to eight words that comes ``repeats`` times in a row starts, and its length."""
+    keys = [_norm(word) for word in words]
+    found: tuple[int, int] | None = None
+    for size in range(2, 9):
+        for start in range(len(keys) - size * repeats + 1):
+            if found is not None and start >= found[0]:
+                break
+            phrase = keys[start : start + size]
+            if all(keys[start + size * turn : start + size * (turn + 1)] == phrase for turn in range(1, repeats)):
+                found = (start, size)
+                break
+    return found
+
+
 def looping(words: Sequence[Word], repeats: int = 3) -> bool:
     """Whether a phrase of two to eight words comes ``repeats`` times in a row: a decoder stuck in a loop (a
     person may say "words words words", one word again, but hardly a phrase three times over)."""
-    keys = [_norm(word) for word in words]
-    for size in range(2, 9):
-        for start in range(len(keys) - size * repeats + 1):
-            phrase = keys[start : start + size]
-            if all(keys[start + size * turn : start + size * (turn + 1)] == phrase for turn in range(1, repeats)):
-                return True
-    return False
+    return _first_loop(words, repeats) is not None
+
+
+def cut_loop(words: Sequence[Word], repeats: int = 3) -> list[Word]:
+    """The words up to the first time round a loop (see :func:`looping`); what follows a loop in the same
+    decode is lost too, as the decoder never got past it."""
+    found = _first_loop(words, repeats)
+    if found is None:
+        return list(words)
+    start, size = found
+    return list(words[: start + size])
 
 
 class DecoderOptions(Protocol):

@@ -18,7 +18,7 @@ import pytest
 
 from app.core.dictation.commands import DictationEditor, Edit
 from app.core.dictation.controller import DictationController, Edited, RunEnded, text_rules
-from app.core.dictation.decoding import StreamingVad, WhisperDecoder, load_warm_decoder, looping
+from app.core.dictation.decoding import StreamingVad, WhisperDecoder, cut_loop, load_warm_decoder, looping
 from app.core.dictation.sources import ArraySource
 from app.core.dictation.stream import DictationOptions, DictationStream
 from app.core.engine.audio import SAMPLE_RATE
@@ -310,6 +310,45 @@ def test_looping_finds_a_phrase_said_three_times_over() -> None:
     assert looping(said("no no, no no. No no"))
     assert not looping(said("here are some more words words words words"))  # one word again: a person may
     assert not looping(said("see you in the next video, see you in the next video"))  # twice is speech
+
+
+def test_a_loop_is_cut_after_its_first_time_round() -> None:
+    def said(text: str) -> list[Word]:
+        return [Word(0, 0, f" {word}", 1.0) for word in text.split()]
+
+    def text(words: list[Word]) -> str:
+        return " ".join(word.word.strip() for word in words)
+
+    assert text(cut_loop(said("the exception of ah, ah, ah, ah, ah, ah, ah"))) == "the exception of ah, ah,"
+    assert text(cut_loop(said("so here we go, here we go, here we go. here we"))) == "so here we go,"
+    assert text(cut_loop(said("words words words and more"))) == "words words words and more"
+    assert text(cut_loop(said("again and again and again"))) == "again and again and again"
+
+
+@pytest.mark.parametrize(
+    ("start_s", "end_s", "final"),
+    [(39.6, 50.2, True), (40.2, 48.4, False)],
+    ids=["final", "partial"],
+)
+def test_a_window_that_loops_is_decoded_again_without_repeats(
+    decoder: WhisperDecoder, start_s: float, end_s: float, final: bool
+) -> None:
+    """An unclear word makes tiny.en loop with no hotwords too: these windows of a real reading (ending at
+    "... the exception of rhythm") loop to their ends ("of the uhh uhh uhh ..."). The window is decoded again
+    with no three tokens repeated, and the words before the loop are kept."""
+    from app.core.engine.audio import decode_audio
+    from tests.real_speech import real_speech_dir
+
+    reading = decode_audio(real_speech_dir() / "gentle_lucier.wav").samples
+    window = reading[int(start_s * SAMPLE_RATE) : int(end_s * SAMPLE_RATE)]
+    plain = decoder._decode(window, final=final, prompt=None, hotwords=None)
+    assert looping(plain), f"this window no longer loops (the model changed?): find another: {plain}"
+    guarded = decoder.decode(window, final=final, prompt=None)
+    text = " ".join(word.word.strip() for word in guarded).lower()
+    assert not looping(guarded), text
+    assert re.search(r"semblance of \S+ speech,? (is|was|with)? ?perhaps the exception", text), text
+    # Decoded again, not only cut at the loop.
+    assert [word.word for word in guarded] != [word.word for word in cut_loop(plain)], text
 
 
 # ------------------------------------------------------------------------------------------------ the command
