@@ -373,8 +373,9 @@ class DictationEditor:
         return label
 
     def _scratch(self, command: Command) -> str:
-        """Take back the last final's text; said within a final after words of it, those words (their last
-        sentence) since the final's last command: a replay that runs utterances together makes one long final."""
+        """Take back the last sentence (the last final's text and the start of its sentence in earlier ones);
+        said within a final after words of it, those words (their last sentence) since the final's last command:
+        a replay that runs utterances together makes one long final."""
         before = self._document
         top = self._log[-1] if self._log else None
         if top is not None and top.kind == "text" and top.final == self._finals:
@@ -386,9 +387,7 @@ class DictationEditor:
                 self._push(_Step("text", top.removed, kept, top.final))
                 steps = [_Step("text", "", top.added[len(kept) :], top.final)]
         else:
-            steps = self._last_group()
-            for step in reversed(steps):
-                self._revert(step)
+            steps = self._take_back_sentence()
         if not steps:
             return f"⌫ {command.name}: nothing to take back"
         gone = before[len(self._document) :] if before.startswith(self._document) else ""
@@ -399,15 +398,35 @@ class DictationEditor:
         self._lower_next = self._glue_next = False
         return f"⌫ {command.name}" + (f": {gone.strip()}" if gone.strip() else "")
 
+    def _take_back_sentence(self) -> list[_Step]:
+        """Take the newest final's steps off the document, and the start of its sentence where earlier finals
+        hold it (agreement makes a sentence's first words final while it is still said); returns what went."""
+        steps = self._last_group()
+        for step in reversed(steps):
+            self._revert(step)
+        while steps and self._mid_sentence() and self._log and self._log[-1].kind == "text":
+            top = self._log.pop()
+            self._revert(top)
+            kept = _before_last_sentence(top.added)
+            if kept:
+                self._push(_Step("text", top.removed, kept, top.final))
+                steps.insert(0, _Step("text", "", top.added[len(kept) :], top.final))
+                break
+            steps.insert(0, top)
+        return steps
+
+    def _mid_sentence(self) -> bool:
+        """Whether the document ends inside a sentence (not after ".", "?", "!", a new line, or nothing)."""
+        rest = self._document.rstrip(" ")
+        return bool(rest) and rest[-1] not in _SENTENCE_ENDS and not rest.endswith("\n")
+
     def _undo(self) -> str:
-        """Take back the last command's effect (a scratch's undo puts its text back), or the last final."""
+        """Take back the last command's effect (a scratch's undo puts its text back), or the last sentence."""
         if not self._log:
             return "↶ undo: nothing to undo"
         top = self._log[-1]
         if top.kind == "text":
-            steps = self._last_group()
-            for step in reversed(steps):
-                self._revert(step)
+            steps = self._take_back_sentence()
             what = "".join(step.added for step in steps).strip()
         else:
             self._log.pop()

@@ -185,6 +185,34 @@ def test_scratch_that_takes_back_the_last_final_exactly() -> None:
     assert screen == "" and editor.document == ""
 
 
+def test_scratch_that_takes_back_a_sentence_that_came_in_several_finals() -> None:
+    """Agreement makes a sentence's first words final while it is still said: "scratch that" takes the whole
+    sentence back, not only its last final, and no more; undo puts it back."""
+    editor = DictationEditor(COMMANDS)
+    screen = replayed("", editor.apply("Keep this."))
+    screen = replayed(screen, editor.apply("Send the report", at_pause=False))
+    screen = replayed(screen, editor.apply("to Anna."))
+    edit = editor.apply("Scratch that.")
+    assert edit.actions == ("⌫ scratch that: Send the report to Anna.",)
+    screen = replayed(screen, edit)
+    assert screen == "Keep this." and editor.document == screen
+    screen = replayed(screen, editor.apply("Undo."))
+    assert screen == "Keep this. Send the report to Anna." and editor.document == screen
+    # The sentence began inside an earlier final: that final's sentences before it stay.
+    editor = DictationEditor(COMMANDS)
+    screen = replayed("", editor.apply("Bring the reports. Send the", at_pause=False))
+    screen = replayed(screen, editor.apply("report to Anna."))
+    screen = replayed(screen, editor.apply("scratch that"))
+    assert screen == "Bring the reports." and editor.document == screen
+    screen = replayed(screen, editor.apply("undo"))
+    assert screen == "Bring the reports. Send the report to Anna." and editor.document == screen
+    # Undo said after text takes back its sentence the same way.
+    undo = editor.apply("Undo.")
+    assert undo.actions == ("↶ undo: Send the report to Anna.",)
+    screen = replayed(screen, undo)
+    assert screen == "Bring the reports." and editor.document == screen
+
+
 def test_scratch_that_inside_a_final_takes_back_the_words_before_it() -> None:
     assert typed("Send it to Anna, scratch that, send it to Maria period.") == "Send it to Maria."
     # A replay that ran two utterances into one final: only the last sentence before it goes.
