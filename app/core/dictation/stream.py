@@ -6,6 +6,7 @@ fed by a live source; a test or a script can drive one directly. The design is d
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -80,6 +81,10 @@ class DictationOptions:
     # hear a fraction of a second and can agree on a wrong word ("So" for "Sure"); the rest waits for the
     # final decode, which hears all of the utterance.
     agreement_min_probability: float = 0.8
+    # ...except a word a closing decode (final settings, at a pause that may not end the utterance) agrees on
+    # with the partial before it and heard this much speech after: what follows a word is what settles it, and
+    # an unsure word would otherwise hold back every word after it through pauses too short to end anything.
+    closing_settles_s: float = 1.0
     # Final text before the window given to Whisper as its initial prompt (0 = none). Off: with tiny.en a
     # prompt makes it invent text after the speech ("Thank you.", loops of a phrase).
     prompt_chars: int = 0
@@ -427,7 +432,8 @@ class DictationStream:
                 # the utterance, this result is committed without another decode (lower latency).
                 words = self._decode(utterance.window_start, now, final=True)
                 utterance.closing = (speech_end, now, words)
-                self._agree(utterance, words, now, at_pause=True)
+                settled = (speech_end / SAMPLE_RATE) - options.closing_settles_s
+                self._agree(utterance, words, now, at_pause=True, settled_to=settled)
             return
         if self._partials_paused or silence > 0:
             # In a pause that may end the utterance, a partial would only delay the closing decode.
@@ -469,15 +475,23 @@ class DictationStream:
             utterance.pending = [word for word in utterance.pending if word.start * SAMPLE_RATE >= start]
             self._set_partial(utterance.pending)
 
-    def _agree(self, utterance: _Utterance, words: list[Word], decoded_to: int, *, at_pause: bool = False) -> None:
+    def _agree(
+        self,
+        utterance: _Utterance,
+        words: list[Word],
+        decoded_to: int,
+        *,
+        at_pause: bool = False,
+        settled_to: float = -math.inf,
+    ) -> None:
         """LocalAgreement-2: commit what this hypothesis shares with the previous one (up to the first word
-        the model is unsure of), show the rest as the partial. ``at_pause``: the speaker has paused after this
-        hypothesis's words (a closing decode)."""
+        the model is unsure of that ends after ``settled_to``, in seconds), show the rest as the partial.
+        ``at_pause``: the speaker has paused after this hypothesis's words (a closing decode)."""
         utterance.last_decoded_to = decoded_to
         fresh = strip_committed(words, utterance.committed)
         agreed = common_prefix(utterance.pending, fresh)
         for index in range(agreed):
-            if fresh[index].probability < self.options.agreement_min_probability:
+            if fresh[index].end > settled_to and fresh[index].probability < self.options.agreement_min_probability:
                 agreed = index
                 break
         self._commit(utterance, fresh[:agreed], at_pause=at_pause and agreed == len(fresh))

@@ -554,6 +554,58 @@ class ScriptedDecoder:
         return [Word(max(w.start, start) - start, w.end - start, w.word, 0.7) for w in heard]
 
 
+def spread_words(said: list[str], begin: float, seconds: float, probability: float) -> list[Word]:
+    """Words spread over ``seconds`` of speech from ``begin`` by their letters."""
+    letters = np.cumsum([0] + [len(word) + 1 for word in said])
+    return [
+        Word(
+            begin + seconds * letters[i] / letters[-1],
+            begin + seconds * (letters[i + 1] - 1) / letters[-1],
+            f" {word}",
+            probability,
+        )
+        for i, word in enumerate(said)
+    ]
+
+
+def test_a_closing_decode_settles_the_unsure_words_a_second_before_a_short_pause(espeak: str) -> None:
+    """Two phrases with a 0.3 s breath between them: too short to end the utterance, long enough for a closing
+    decode. Every word is one the model is unsure of (0.7), so two partials agreeing make nothing final. The
+    closing decode makes final the words it agrees on with the partial before it and heard at least
+    ``closing_settles_s`` of speech after; the words of the last second before the pause wait for the end."""
+    first_text, second_text = "please send the quarterly report to Maria", "and copy the whole finance team on it"
+    first = synth.speak(first_text, *synth.VOICES[1]) * 0.8
+    second = synth.speak(second_text, *synth.VOICES[1]) * 0.8
+    lead, breath, tail = (np.zeros(int(seconds * SAMPLE_RATE), np.float32) for seconds in (0.5, 0.3, 1.5))
+    audio = np.concatenate([lead, first, breath, second, tail])
+    audio += np.random.default_rng(1).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
+    first_end = (len(lead) + len(first)) / SAMPLE_RATE
+    second_start = first_end + len(breath) / SAMPLE_RATE
+    second_end = second_start + len(second) / SAMPLE_RATE
+    script = spread_words(first_text.split(), len(lead) / SAMPLE_RATE, len(first) / SAMPLE_RATE, 0.7)
+    script += spread_words(second_text.split(), second_start, len(second) / SAMPLE_RATE, 0.7)
+    options = DictationOptions(context_s=0.0, closing_settles_s=1.0)
+    assert options.agreement_min_probability > 0.7  # what ScriptedDecoder gives every word
+    speech: list[bool] = []
+    stream = DictationStream(
+        options, ScriptedDecoder(audio, script), StreamingVad(0.5, options.end_silence_s), on_speech=speech.append
+    )
+    events: list[DictationEvent] = []
+    for start in range(0, len(audio), SAMPLE_RATE // 10):
+        events += stream.feed(audio[start : start + SAMPLE_RATE // 10])
+    events += stream.flush()
+
+    assert stream.text.split() == first_text.split() + second_text.split()
+    assert speech == [True, False], "the breath ended the utterance: this would test the end, not agreement"
+    finals = [(event.emitted_at, word) for event in events if event.type == "final" for word in event.words]
+    # The voice detector places the pause within 0.1-0.2 s of where the breath begins.
+    settled = [at for at, word in finals if word.end < first_end - 1.2]
+    unsettled = [at for at, word in finals if first_end - 0.8 < word.end <= first_end + 0.05]
+    assert settled and unsettled
+    assert max(settled) <= second_start + 0.2, finals  # at the closing decode, in the breath
+    assert min(unsettled) >= second_end, finals  # at the end of the utterance
+
+
 def test_a_word_heard_again_after_a_window_cut_is_typed_once(espeak: str) -> None:
     """A long sentence is committed in windows of at most 4 s; each new window starts at the end of the last
     committed word and hears that word again. Dictation must type every word once: the text below, as written."""
@@ -563,19 +615,9 @@ def test_a_word_heard_again_after_a_window_cut_is_typed_once(espeak: str) -> Non
     lead, tail = int(0.5 * SAMPLE_RATE), int(1.5 * SAMPLE_RATE)
     audio = np.concatenate([np.zeros(lead, np.float32), speech, np.zeros(tail, np.float32)])
     audio += np.random.default_rng(0).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
-    # The words spread over the speech by their letters.
     said = text.split()
-    letters = np.cumsum([0] + [len(word) + 1 for word in said])
-    begin, seconds = lead / SAMPLE_RATE, len(speech) / SAMPLE_RATE
-    script = [
-        Word(
-            begin + seconds * letters[i] / letters[-1],
-            begin + seconds * (letters[i + 1] - 1) / letters[-1],
-            f" {w}",
-            0.95,
-        )
-        for i, w in enumerate(said)
-    ]
+    seconds = len(speech) / SAMPLE_RATE
+    script = spread_words(said, lead / SAMPLE_RATE, seconds, 0.95)
     assert seconds > 5.0  # longer than a window: it is cut at least once
     options = DictationOptions(max_window_s=4.0, context_s=0.0)
     stream = DictationStream(options, ScriptedDecoder(audio, script), StreamingVad(0.5, options.end_silence_s))
