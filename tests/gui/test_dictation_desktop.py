@@ -68,10 +68,11 @@ def test_hotkey_in_another_program_runs_the_panel_and_its_finals_are_typed_there
         typed = wait_for_text(received, lambda text: len(text) >= len(shown))
         assert focus_of(x_display) == window.id
     assert shown and typed == shown  # what the panel shows as final is what the other program received
-    wer = metrics.wer(reference, typed)
-    print(f"panel typed {len(typed.split())} words, WER {wer:.3f} against the reference")
-    # Real speech replayed in real time: the words are those heard (a doubled or lost stretch goes past 0.4), but how
-    # many the decoder keeps up with depends on the machine's load; 0.29-0.31 was seen in whole-suite runs here.
+    # The second press stops the replay wherever it has got to: the words typed are a stretch from the start, so
+    # they are scored against as many words of the reference (a doubled or lost stretch still goes past 0.4).
+    heard = " ".join(reference.split()[: len(typed.split())])
+    wer = metrics.wer(heard, typed)
+    print(f"panel typed {len(typed.split())} words, WER {wer:.3f} against the reference's first as many")
     assert wer <= 0.4, typed
 
 
