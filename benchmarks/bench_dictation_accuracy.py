@@ -34,13 +34,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.engine.audio import SAMPLE_RATE  # noqa: E402
 from benchmarks.bench_dictation import make_speech, offline_transcript, p90, per_sentence  # noqa: E402
 from benchmarks.bench_engine import table  # noqa: E402
 from benchmarks.dictation_material import Sentence, conversations  # noqa: E402
 from tests import metrics  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
-SAMPLE_RATE = 16_000
 BLOCK = 1600  # 0.1 s: what a microphone callback delivers
 
 
