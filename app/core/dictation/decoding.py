@@ -98,9 +98,9 @@ class WhisperDecoder:
         no_repeat: bool = False,
     ) -> list[Word]:
         no_repeat_ngram_size = self.NO_REPEAT_NGRAM if no_repeat else 0
-        if not final and self.encoder_margin_s is not None and self.language is not None:
+        if self.encoder_margin_s is not None and self.language is not None:
             return self._decode_short(
-                samples, prompt=prompt, hotwords=hotwords, no_repeat_ngram_size=no_repeat_ngram_size
+                samples, final=final, prompt=prompt, hotwords=hotwords, no_repeat_ngram_size=no_repeat_ngram_size
             )
         seconds = len(samples) / SAMPLE_RATE
         segments, info = self.model.transcribe(
@@ -129,12 +129,19 @@ class WhisperDecoder:
         return min(200, int(seconds * self.TOKENS_PER_SECOND) + self.TOKENS_EXTRA)
 
     def _decode_short(
-        self, samples: np.ndarray, *, prompt: str | None, hotwords: str | None, no_repeat_ngram_size: int = 0
+        self,
+        samples: np.ndarray,
+        *,
+        final: bool,
+        prompt: str | None,
+        hotwords: str | None,
+        no_repeat_ngram_size: int = 0,
     ) -> list[Word]:
-        """A partial decode as faster-whisper's ``transcribe`` makes it (its prompt, search settings, passes
-        and word alignment), except that the encoder hears the audio and ``encoder_margin_s`` of silence after
-        it, in 5 s steps, not always 30 s: its attention is quadratic in what it hears (0.23 s on 30 s here,
-        0.06 s on 15 s). Finals hear 30 s: with a short span their words were worse (docs/benchmarks.md)."""
+        """A decode as faster-whisper's ``transcribe`` makes it (its prompt, search settings, passes and word
+        alignment), except that the encoder hears the audio and ``encoder_margin_s`` of silence after it, in 5 s
+        steps, not always 30 s: its attention is quadratic in what it hears (0.23 s on 30 s here, 0.06 s on
+        15 s). A final's first pass hears 30 s (with a short span its words were worse, docs/benchmarks.md);
+        the pass that decodes an unfinished tail again hears the tail and the margin."""
         from faster_whisper.audio import pad_or_trim
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_end, get_suppressed_tokens
@@ -151,6 +158,8 @@ class WhisperDecoder:
             size = frames - seek
             seconds = size / 100
             heard_s = min(30, 5 * math.ceil((seconds + self.encoder_margin_s) / 5))
+            if final and seek == 0:
+                heard_s = 30
             encoder_output = model.encode(pad_or_trim(features[:, seek:frames], heard_s * 100))
             previous = tokenizer.encode(" " + prompt.strip()) if prompt and seek == 0 else []
             prompt_tokens = model.get_prompt(tokenizer, previous, without_timestamps=False, hotwords=hotwords)
@@ -158,7 +167,7 @@ class WhisperDecoder:
             result = model.model.generate(
                 encoder_output,
                 [prompt_tokens],
-                beam_size=self.partial_beam_size,
+                beam_size=self.final_beam_size if final else self.partial_beam_size,
                 max_length=min(model.max_length, len(prompt_tokens) + new_tokens),
                 return_scores=True,
                 return_no_speech_prob=True,

@@ -75,7 +75,8 @@ class DictationOptions:
     final_beam_size: int = 5
     # A partial decode's encoder hears the window and at least this much silence after it (in 5 s steps, up to
     # 30 s), not always the 30 s Whisper was trained on: a partial costs about half as much and its words are
-    # the same. Finals hear 30 s. None: partials hear 30 s too.
+    # the same. A final's first pass hears 30 s; a tail it decodes again hears the tail and this margin. None:
+    # every pass hears 30 s.
     encoder_margin_s: float | None = 5.0
     # A word two hypotheses agree on is committed only when the model is this sure of it: early partials
     # hear a fraction of a second and can agree on a wrong word ("So" for "Sure"); the rest waits for the
