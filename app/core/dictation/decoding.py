@@ -84,7 +84,7 @@ class WhisperDecoder:
             words = self._decode(samples, final=final, prompt=prompt, hotwords=None)
         if looping(words):
             # An unclear word can start a loop with no hotwords too ("the exception of ah, ah, ah, ..." to the
-            # end of the window in gentle_lucier 39.6-50.2 s), and a loop would be typed as it is.
+            # end of the window in gentle_lucier 40.2-49.0 s), and a loop would be typed as it is.
             words = self._decode(samples, final=final, prompt=prompt, hotwords=hotwords, no_repeat=True)
         return cut_loop(words)
 
