@@ -70,6 +70,10 @@ class WhisperDecoder:
     TOKENS_PER_SECOND = 8
     TOKENS_EXTRA = 16
 
+    # What a final's tail pass hears at least: a second of speech in 10 s was misheard ("First up" for "full
+    # stop", which 15 s and 30 s hear right).
+    FINAL_TAIL_HEARD_S = 15
+
     # A loop decoded again may not repeat any three tokens: Whisper's own way out of a loop (a temperature
     # fallback) is random and costs up to five decodes.
     NO_REPEAT_NGRAM = 3
@@ -141,7 +145,8 @@ class WhisperDecoder:
         alignment), except that the encoder hears the audio and ``encoder_margin_s`` of silence after it, in 5 s
         steps, not always 30 s: its attention is quadratic in what it hears (0.23 s on 30 s here, 0.06 s on
         15 s). A final's first pass hears 30 s (with a short span its words were worse, docs/benchmarks.md);
-        the pass that decodes an unfinished tail again hears the tail and the margin."""
+        the pass that decodes an unfinished tail again hears the tail and the margin, and at least
+        ``FINAL_TAIL_HEARD_S``."""
         from faster_whisper.audio import pad_or_trim
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_end, get_suppressed_tokens
@@ -158,8 +163,8 @@ class WhisperDecoder:
             size = frames - seek
             seconds = size / 100
             heard_s = min(30, 5 * math.ceil((seconds + self.encoder_margin_s) / 5))
-            if final and seek == 0:
-                heard_s = 30
+            if final:
+                heard_s = 30 if seek == 0 else max(heard_s, self.FINAL_TAIL_HEARD_S)
             encoder_output = model.encode(pad_or_trim(features[:, seek:frames], heard_s * 100))
             previous = tokenizer.encode(" " + prompt.strip()) if prompt and seek == 0 else []
             prompt_tokens = model.get_prompt(tokenizer, previous, without_timestamps=False, hotwords=hotwords)
