@@ -75,8 +75,8 @@ class DictationOptions:
     final_beam_size: int = 5
     # A partial decode's encoder hears the window and at least this much silence after it (in 5 s steps, up to
     # 30 s), not always the 30 s Whisper was trained on: a partial costs about half as much and its words are
-    # the same. A final's first pass hears 30 s; a tail it decodes again hears the tail and this margin. None:
-    # every pass hears 30 s.
+    # the same. A final's first pass hears 30 s; a tail it decodes again hears the tail and this margin (at
+    # least 15 s). None: every pass hears 30 s.
     encoder_margin_s: float | None = 5.0
     # A word two hypotheses agree on is committed only when the model is this sure of it: early partials
     # hear a fraction of a second and can agree on a wrong word ("So" for "Sure"); the rest waits for the
@@ -378,7 +378,9 @@ class DictationStream:
             return
         window_end = min(end + int(self.options.speech_pad_s * SAMPLE_RATE), self._processed)
         closing = utterance.closing
-        if closing is not None and closing[0] == end:
+        if end <= utterance.window_start:
+            pass  # the window was cut at this utterance's last pause: its words are final already
+        elif closing is not None and closing[0] == end:
             # The closing decode already saw all of this speech and the silence after it: no new decode.
             self._commit(utterance, strip_committed(closing[2], utterance.committed), at_pause=True)
             window_end = max(window_end, closing[1])
@@ -411,6 +413,23 @@ class DictationStream:
         utterance.closing = None
         utterance.last_decoded_to = cut
 
+    def _cut_at_pause(self, utterance: _Utterance) -> bool:
+        """A window grown to ``max_window_s`` after a pause whose closing decode is in hand: the words before the
+        pause become final and the window restarts there, without a decode of its own. False when there is no
+        such pause, or so much speech came after it that the window would stay long."""
+        closing = utterance.closing
+        if closing is None or self._processed - closing[0] > self.options.max_window_s * SAMPLE_RATE / 2:
+            return False
+        speech_end, _, words = closing
+        fresh = strip_committed(words, utterance.committed)
+        self._commit(utterance, fresh, at_pause=True)
+        restart = max(speech_end, int(fresh[-1].end * SAMPLE_RATE) if fresh else 0)
+        utterance.window_start = max(restart, utterance.window_start + SAMPLE_RATE)
+        utterance.committed = utterance.committed[-5:]
+        utterance.pending = [word for word in utterance.pending if word.start * SAMPLE_RATE >= utterance.window_start]
+        utterance.closing = None
+        return True
+
     def _progress_open(self, vad: StreamingVad) -> None:
         """Speech is going on (or has paused for less than end_silence_s): partials, cuts, the closing decode."""
         assert vad.open_start is not None
@@ -420,12 +439,19 @@ class DictationStream:
         now = self._processed
         options = self.options
         limit = int(options.max_window_s * SAMPLE_RATE)
-        if now - utterance.window_start > limit:
-            self._cut_window(utterance, utterance.window_start + limit)
-            self._set_partial(utterance.pending)
-            return
-        self._end_sentences(utterance, vad)
         silence = vad.trailing_silence
+        if now - utterance.window_start > limit:
+            if self._cut_at_pause(utterance):
+                self._set_partial(utterance.pending)
+                return
+            # A pause has just begun: its closing decode, due in a moment, lets the window be cut there
+            # without a decode of its own (and is the last decode, if the pause ends the utterance).
+            waiting = silence > 0 and now - utterance.window_start <= limit + options.end_silence_s * SAMPLE_RATE
+            if not waiting:
+                self._cut_window(utterance, utterance.window_start + limit)
+                self._set_partial(utterance.pending)
+                return
+        self._end_sentences(utterance, vad)
         if silence >= options.close_after_s * SAMPLE_RATE:
             speech_end = vad.speech_end
             if utterance.closing is None or utterance.closing[0] != speech_end:

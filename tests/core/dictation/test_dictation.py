@@ -613,6 +613,58 @@ def test_a_closing_decode_settles_the_unsure_words_a_second_before_a_short_pause
     assert min(unsettled) >= second_end, finals  # at the end of the utterance
 
 
+class FinalWindows(ScriptedDecoder):
+    """ScriptedDecoder that notes how much audio each final decode got."""
+
+    def __init__(self, audio: np.ndarray, script: list[Word]) -> None:
+        super().__init__(audio, script)
+        self.finals: list[float] = []
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Word]:
+        if final:
+            self.finals.append(len(samples) / SAMPLE_RATE)
+        return super().decode(samples, final=final, prompt=prompt)
+
+
+@pytest.mark.parametrize("after_pause_s", [1.5, 0.1], ids=["pause-well-before", "pause-as-the-window-fills"])
+def test_a_full_window_is_cut_at_the_last_pause_without_a_decode_of_its_own(espeak: str, after_pause_s: float) -> None:
+    """Two phrases with a 0.3 s breath between them (too short to end the utterance), and a window cap that
+    falls after the breath began. The window is cut at the breath: the words before it become final as the
+    closing decode heard them, at once, and no decode of the capped window is made (a final decode costs the
+    most of any; at an utterance's end it came on top of the closing decode)."""
+    first_text, second_text = "please send the quarterly report to Maria", "and copy the whole finance team on it"
+    first = synth.speak(first_text, *synth.VOICES[1]) * 0.8
+    second = synth.speak(second_text, *synth.VOICES[1]) * 0.8
+    lead, breath, tail = (np.zeros(int(seconds * SAMPLE_RATE), np.float32) for seconds in (0.5, 0.3, 1.5))
+    audio = np.concatenate([lead, first, breath, second, tail])
+    audio += np.random.default_rng(2).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
+    first_end = (len(lead) + len(first)) / SAMPLE_RATE
+    second_start = first_end + len(breath) / SAMPLE_RATE
+    script = spread_words(first_text.split(), len(lead) / SAMPLE_RATE, len(first) / SAMPLE_RATE, 0.7)
+    script += spread_words(second_text.split(), second_start, len(second) / SAMPLE_RATE, 0.7)
+    # The window starts speech_pad_s before the speech: the cap is reached after_pause_s after the breath began.
+    options = DictationOptions(context_s=0.0, max_window_s=len(first) / SAMPLE_RATE + 0.25 + after_pause_s)
+    assert options.max_window_s < (len(first) + len(breath) + len(second)) / SAMPLE_RATE  # the cap is reached
+    decoder = FinalWindows(audio, script)
+    speech: list[bool] = []
+    stream = DictationStream(options, decoder, StreamingVad(0.5, options.end_silence_s), on_speech=speech.append)
+    events: list[DictationEvent] = []
+    for start in range(0, len(audio), SAMPLE_RATE // 10):
+        events += stream.feed(audio[start : start + SAMPLE_RATE // 10])
+    events += stream.flush()
+
+    assert stream.text.split() == first_text.split() + second_text.split()
+    assert speech == [True, False], "the breath ended the utterance: this would test the end, not the cut"
+    assert not [seconds for seconds in decoder.finals if abs(seconds - options.max_window_s) < 0.01], decoder.finals
+    finals = [event for event in events if event.type == "final"]
+    before = [event for event in finals if event.end <= first_end + 0.05]
+    assert " ".join(event.text for event in before).split() == first_text.split(), finals
+    assert before[-1].at_pause
+    # Final within the limit's step (0.1 s blocks), long before the utterance ends.
+    limit_at = len(lead) / SAMPLE_RATE - 0.25 + options.max_window_s
+    assert max(event.emitted_at for event in before) <= max(limit_at, second_start) + 0.25, finals
+
+
 def test_a_word_heard_again_after_a_window_cut_is_typed_once(espeak: str) -> None:
     """A long sentence is committed in windows of at most 4 s; each new window starts at the end of the last
     committed word and hears that word again. Dictation must type every word once: the text below, as written."""
