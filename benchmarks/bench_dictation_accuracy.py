@@ -16,8 +16,10 @@ without decode time). Asserts nothing.
 ``--decode-costs``: each decode moves the clock on by what a decode of its length costs on this machine
 (measured first: at five lengths, three windows each), so the wait includes the decodes as a real-time
 replay's does, without the run-to-run noise of a shared machine: variants compared this way differ only in what
-they decode and when. Decodes redone inside the decoder (a loop decoded again) are not counted. ``--only NAME``
-keeps one recording (repeatable).
+they decode and when. Decodes redone inside the decoder (a loop decoded again, a tail decoded once more) are not
+counted. ``--measured-clock``: each decode moves the clock on by the time it took, so what changes inside a
+decode counts too; compare variants run one after the other, on a machine doing nothing else (its speed moves
+by a fifth from hour to hour). ``--only NAME`` keeps one recording (repeatable).
 """
 
 from __future__ import annotations
@@ -76,22 +78,25 @@ def offline_text(path: Path) -> str:
     return text
 
 
-def dictate(samples: np.ndarray, options: Any, decoder: Any, costs: DecodeCosts | None = None) -> tuple[str, list[Any]]:
-    """The final text and the events, stamped on the audio clock: as if each decode took no time, or with
-    ``costs``, as if each took what it costs on the machine the costs were measured on."""
+def dictate(
+    samples: np.ndarray, options: Any, decoder: Any, costs: DecodeCosts | None = None, measured: bool = False
+) -> tuple[str, list[Any]]:
+    """The final text and the events, stamped on the audio clock: as if each decode took no time, with
+    ``costs`` as if each took what it costs on the machine the costs were measured on, or ``measured``: as
+    long as it took."""
     from app.core.dictation import stream as stream_module
     from app.core.dictation.decoding import StreamingVad
     from app.core.dictation.stream import DictationStream
 
     events: list[Any] = []
     vad = StreamingVad(options.vad_threshold, options.end_silence_s)
-    if costs is None:
+    if costs is None and not measured:
         stream = DictationStream(options, decoder, vad, on_event=events.append)
         for first in range(0, len(samples), BLOCK):
             stream.feed(samples[first : first + BLOCK])
         stream.flush()
         return stream.text, events
-    clock = ModelledClock(decoder, costs)
+    clock = MeasuredClock(decoder) if costs is None else ModelledClock(decoder, costs)
     stream = DictationStream(options, clock, vad, on_event=events.append, clock=lambda: clock.now)
     real_time, stream_module.time = stream_module.time, clock  # type: ignore[assignment]  # pacing's clock
     try:
@@ -169,6 +174,20 @@ class ModelledClock:
         return list(words)
 
 
+class MeasuredClock(ModelledClock):
+    """A decoder whose every decode moves the audio clock on by the time it took."""
+
+    def __init__(self, decoder: Any) -> None:
+        self.decoder = decoder
+        self.now = 0.0
+
+    def decode(self, samples: np.ndarray, *, final: bool, prompt: str | None) -> list[Any]:
+        began = time.perf_counter()
+        words = self.decoder.decode(samples, final=final, prompt=prompt)
+        self.now += time.perf_counter() - began
+        return list(words)
+
+
 def main() -> None:
     from app.core.dictation.decoding import load_decoder
     from app.core.dictation.stream import DictationOptions
@@ -182,8 +201,13 @@ def main() -> None:
         action="store_true",
         help="each decode moves the clock on by what one of its length costs on this machine (measured first)",
     )
+    parser.add_argument(
+        "--measured-clock", action="store_true", help="each decode moves the clock on by the time it took"
+    )
     parser.add_argument("--only", action="append", default=[], metavar="NAME", help="only this recording")
     args = parser.parse_args()
+    if args.decode_costs and args.measured_clock:
+        parser.error("--decode-costs and --measured-clock are two clocks: choose one")
     variants = [json.loads(text) for text in args.variants]
     levels = [float(level) for level in args.levels.split(",")]
     files = [found for found in recordings() if not args.only or found[0] in args.only]
@@ -209,7 +233,7 @@ def main() -> None:
         waits: list[float] = []
         for name, path, reference, sentences in files:
             audio = (decode_audio(path).samples * level).astype(np.float32)
-            text, events = dictate(audio, options, decoder, costs)
+            text, events = dictate(audio, options, decoder, costs, measured=args.measured_clock)
             errors, words = metrics.word_errors(reference, text)
             offline_errors, _ = offline[name]
             totals += (errors, offline_errors, words)
