@@ -575,22 +575,34 @@ def spread_words(said: list[str], begin: float, seconds: float, probability: flo
     ]
 
 
+FIRST_PHRASE, SECOND_PHRASE = "please send the quarterly report to Maria", "and copy the whole finance team on it"
+
+
+def phrases_with_a_breath(seed: int) -> tuple[np.ndarray, list[Word], tuple[float, float, float, float]]:
+    """The two phrases in one voice, 0.5 s of silence before, a 0.3 s breath between (too short to end an
+    utterance), 1.5 s after; the words spread over each phrase at probability 0.7 (below
+    agreement_min_probability); and (speech start, first phrase's end, second's start, second's end) in s."""
+    first = synth.speak(FIRST_PHRASE, *synth.VOICES[1]) * 0.8
+    second = synth.speak(SECOND_PHRASE, *synth.VOICES[1]) * 0.8
+    lead, breath, tail = (np.zeros(int(seconds * SAMPLE_RATE), np.float32) for seconds in (0.5, 0.3, 1.5))
+    audio = np.concatenate([lead, first, breath, second, tail])
+    audio += np.random.default_rng(seed).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
+    lead_s = len(lead) / SAMPLE_RATE
+    first_end = lead_s + len(first) / SAMPLE_RATE
+    second_start = first_end + len(breath) / SAMPLE_RATE
+    second_end = second_start + len(second) / SAMPLE_RATE
+    script = spread_words(FIRST_PHRASE.split(), lead_s, first_end - lead_s, 0.7)
+    script += spread_words(SECOND_PHRASE.split(), second_start, second_end - second_start, 0.7)
+    return audio, script, (lead_s, first_end, second_start, second_end)
+
+
 def test_a_closing_decode_settles_the_unsure_words_a_second_before_a_short_pause(espeak: str) -> None:
     """Two phrases with a 0.3 s breath between them: too short to end the utterance, long enough for a closing
     decode. Every word is one the model is unsure of (0.7), so two partials agreeing make nothing final. The
     closing decode makes final the words it agrees on with the partial before it and heard at least
     ``closing_settles_s`` of speech after; the words of the last second before the pause wait for the end."""
-    first_text, second_text = "please send the quarterly report to Maria", "and copy the whole finance team on it"
-    first = synth.speak(first_text, *synth.VOICES[1]) * 0.8
-    second = synth.speak(second_text, *synth.VOICES[1]) * 0.8
-    lead, breath, tail = (np.zeros(int(seconds * SAMPLE_RATE), np.float32) for seconds in (0.5, 0.3, 1.5))
-    audio = np.concatenate([lead, first, breath, second, tail])
-    audio += np.random.default_rng(1).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
-    first_end = (len(lead) + len(first)) / SAMPLE_RATE
-    second_start = first_end + len(breath) / SAMPLE_RATE
-    second_end = second_start + len(second) / SAMPLE_RATE
-    script = spread_words(first_text.split(), len(lead) / SAMPLE_RATE, len(first) / SAMPLE_RATE, 0.7)
-    script += spread_words(second_text.split(), second_start, len(second) / SAMPLE_RATE, 0.7)
+    first_text, second_text = FIRST_PHRASE, SECOND_PHRASE
+    audio, script, (_, first_end, second_start, second_end) = phrases_with_a_breath(seed=1)
     options = DictationOptions(context_s=0.0, closing_settles_s=1.0)
     assert options.agreement_min_probability > 0.7  # what ScriptedDecoder gives every word
     speech: list[bool] = []
@@ -632,19 +644,11 @@ def test_a_full_window_is_cut_at_the_last_pause_without_a_decode_of_its_own(espe
     falls after the breath began. The window is cut at the breath: the words before it become final as the
     closing decode heard them, at once, and no decode of the capped window is made (a final decode costs the
     most of any; at an utterance's end it came on top of the closing decode)."""
-    first_text, second_text = "please send the quarterly report to Maria", "and copy the whole finance team on it"
-    first = synth.speak(first_text, *synth.VOICES[1]) * 0.8
-    second = synth.speak(second_text, *synth.VOICES[1]) * 0.8
-    lead, breath, tail = (np.zeros(int(seconds * SAMPLE_RATE), np.float32) for seconds in (0.5, 0.3, 1.5))
-    audio = np.concatenate([lead, first, breath, second, tail])
-    audio += np.random.default_rng(2).normal(0, 1e-3, len(audio)).astype(np.float32)  # every window unique
-    first_end = (len(lead) + len(first)) / SAMPLE_RATE
-    second_start = first_end + len(breath) / SAMPLE_RATE
-    script = spread_words(first_text.split(), len(lead) / SAMPLE_RATE, len(first) / SAMPLE_RATE, 0.7)
-    script += spread_words(second_text.split(), second_start, len(second) / SAMPLE_RATE, 0.7)
+    first_text, second_text = FIRST_PHRASE, SECOND_PHRASE
+    audio, script, (lead_s, first_end, second_start, second_end) = phrases_with_a_breath(seed=2)
     # The window starts speech_pad_s before the speech: the cap is reached after_pause_s after the breath began.
-    options = DictationOptions(context_s=0.0, max_window_s=len(first) / SAMPLE_RATE + 0.25 + after_pause_s)
-    assert options.max_window_s < (len(first) + len(breath) + len(second)) / SAMPLE_RATE  # the cap is reached
+    options = DictationOptions(context_s=0.0, max_window_s=first_end - lead_s + 0.25 + after_pause_s)
+    assert options.max_window_s < second_end - lead_s  # the cap is reached
     decoder = FinalWindows(audio, script)
     speech: list[bool] = []
     stream = DictationStream(options, decoder, StreamingVad(0.5, options.end_silence_s), on_speech=speech.append)
@@ -661,7 +665,7 @@ def test_a_full_window_is_cut_at_the_last_pause_without_a_decode_of_its_own(espe
     assert " ".join(event.text for event in before).split() == first_text.split(), finals
     assert before[-1].at_pause
     # Final within the limit's step (0.1 s blocks), long before the utterance ends.
-    limit_at = len(lead) / SAMPLE_RATE - 0.25 + options.max_window_s
+    limit_at = lead_s - 0.25 + options.max_window_s
     assert max(event.emitted_at for event in before) <= max(limit_at, second_start) + 0.25, finals
 
 
