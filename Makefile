@@ -131,7 +131,7 @@ screenshots: venv
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
-# The GPU proof's kit (docs/gpu.md): .gpu-kit/load-N, each at most 60 MiB, one device call each.
+# The GPU proof's kit (docs/gpu.md): .gpu-kit/load-N, each at most 40 MiB, one device call each.
 gpu-kit: venv
 	$(BIN)/python benchmarks/gpu_kit/make_kit.py $(GPU_KIT_ARGS)
 

@@ -1,4 +1,4 @@
-"""`make gpu-kit`: everything the GPU proof needs that the GPU machine lacks, packed into loads of at most 60 MiB.
+"""`make gpu-kit`: everything the GPU proof needs that the GPU machine lacks, packed into loads of at most 40 MiB.
 
 The GPU machine (docs/gpu.md) starts bare, reaches no network, and takes at most 64 MiB of files a call, the
 working tree included. So the kit is one tar file (Python 3.12 wheels, Scriba's own wheel, the bundled tiny.en,
@@ -28,7 +28,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 REAL_SPEECH = ROOT.parent / "shared" / "real-speech"
-LOAD_MIB = 60
+# A device call carries 64 MiB at most, the working tree (about 4 MiB) included, and refuses a load that comes near it.
+LOAD_MIB = 40
 MIB = 1024 * 1024
 # The manylinux tags a Python 3.12 wheel for the GPU machine may carry (pip matches each tag exactly).
 PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in (39, 35, 34, 31, 28, 27, 24, 17)] + [
