@@ -75,6 +75,10 @@ def test_a_signal_closes_the_window_as_quit_does(
         wait_for(transcribing, 180, lambda: "".join(lines))
         engines = psutil.Process(window.pid).children(recursive=True)
         assert engines, "no engine process"
+        # A signal to the terminal's group must reach the window alone, which decides (the job requeued): an
+        # engine in the group would die of a SIGTERM first, and its job be marked failed, whenever it won that race.
+        engine_groups = [os.getpgid(p.pid) for p in engines if "--multiprocessing-fork" in p.cmdline()]
+        assert engine_groups and window.pid not in engine_groups, engine_groups
         if whole_group:
             os.killpg(window.pid, signum)  # Ctrl-C in the terminal; a logout's SIGTERM to the session
         else:

@@ -130,9 +130,13 @@ def die_with_parent(parent_pid: int) -> None:
 
 def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
     """Body of the child process: receive (source, options), send progress and the result, repeat."""
-    # Ctrl-C in a terminal reaches the whole process group: the parent decides what it means (stop, cancel,
-    # requeue) and tells this process through the pipe; here it would only print a traceback mid-job.
+    # Ctrl-C or a logout's SIGTERM reaches a terminal's whole process group: the parent decides what it means
+    # (stop, cancel, requeue) and tells this process through the pipe. In the group, this process would die of
+    # the SIGTERM first and its job be marked failed; so it leaves the group (it still dies with its parent).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(os, "setpgid"):
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
     die_with_parent(parent_pid)
     connection.send(READY)  # from now on it may be stopped (a held queue): it dies with its parent all the same
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
