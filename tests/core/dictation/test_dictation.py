@@ -575,6 +575,13 @@ def spread_words(said: list[str], begin: float, seconds: float, probability: flo
     ]
 
 
+def fed_in_tenths(stream: DictationStream, audio: np.ndarray) -> list[DictationEvent]:
+    """Every event of ``audio`` fed to ``stream`` in 0.1 s blocks, as a microphone delivers it, then flushed."""
+    block = SAMPLE_RATE // 10
+    events = [event for first in range(0, len(audio), block) for event in stream.feed(audio[first : first + block])]
+    return events + stream.flush()
+
+
 FIRST_PHRASE, SECOND_PHRASE = "please send the quarterly report to Maria", "and copy the whole finance team on it"
 
 
@@ -609,10 +616,7 @@ def test_a_closing_decode_settles_the_unsure_words_a_second_before_a_short_pause
     stream = DictationStream(
         options, ScriptedDecoder(audio, script), StreamingVad(0.5, options.end_silence_s), on_speech=speech.append
     )
-    events: list[DictationEvent] = []
-    for start in range(0, len(audio), SAMPLE_RATE // 10):
-        events += stream.feed(audio[start : start + SAMPLE_RATE // 10])
-    events += stream.flush()
+    events = fed_in_tenths(stream, audio)
 
     assert stream.text.split() == first_text.split() + second_text.split()
     assert speech == [True, False], "the breath ended the utterance: this would test the end, not agreement"
@@ -652,10 +656,7 @@ def test_a_full_window_is_cut_at_the_last_pause_without_a_decode_of_its_own(espe
     decoder = FinalWindows(audio, script)
     speech: list[bool] = []
     stream = DictationStream(options, decoder, StreamingVad(0.5, options.end_silence_s), on_speech=speech.append)
-    events: list[DictationEvent] = []
-    for start in range(0, len(audio), SAMPLE_RATE // 10):
-        events += stream.feed(audio[start : start + SAMPLE_RATE // 10])
-    events += stream.flush()
+    events = fed_in_tenths(stream, audio)
 
     assert stream.text.split() == first_text.split() + second_text.split()
     assert speech == [True, False], "the breath ended the utterance: this would test the end, not the cut"
@@ -684,9 +685,7 @@ def test_a_word_heard_again_after_a_window_cut_is_typed_once(espeak: str) -> Non
     assert seconds > 5.0  # longer than a window: it is cut at least once
     options = DictationOptions(max_window_s=4.0, context_s=0.0)
     stream = DictationStream(options, ScriptedDecoder(audio, script), StreamingVad(0.5, options.end_silence_s))
-    for first in range(0, len(audio), SAMPLE_RATE // 10):
-        stream.feed(audio[first : first + SAMPLE_RATE // 10])
-    stream.flush()
+    fed_in_tenths(stream, audio)
     assert stream.stats.final_decodes >= 2
     assert stream.text.split() == said
 
@@ -708,9 +707,7 @@ class FinalSpy:
 def simulated(audio: np.ndarray, options: DictationOptions, decoder: Any) -> str:
     """Dictation of ``audio`` in 0.1 s blocks on a simulated clock (each decode as if instant)."""
     stream = DictationStream(options, decoder, StreamingVad(options.vad_threshold, options.end_silence_s))
-    for first in range(0, len(audio), SAMPLE_RATE // 10):
-        stream.feed(audio[first : first + SAMPLE_RATE // 10])
-    stream.flush()
+    fed_in_tenths(stream, audio)
     return stream.text
 
 
@@ -774,8 +771,7 @@ def test_a_finals_model_decodes_only_the_finals_and_gives_them_back_when_too_slo
     options = DictationOptions(final_model="finals", final_model_max_s=60.0)
     partial_spy, final_spy = SlowDecoder(decoder, 0.0), SlowDecoder(finals_model, 0.0)
     stream = DictationStream(options, partial_spy, StreamingVad(), final_decoder=final_spy)
-    events = [event for first in range(0, len(audio), 1600) for event in stream.feed(audio[first : first + 1600])]
-    events += stream.flush()
+    events = fed_in_tenths(stream, audio)
     assert final_spy.calls and all(final for _, final in final_spy.calls)
     assert partial_spy.calls and not any(final for _, final in partial_spy.calls)
     assert not [event for event in events if event.type == "status" and "finals model" in event.text]
@@ -786,8 +782,7 @@ def test_a_finals_model_decodes_only_the_finals_and_gives_them_back_when_too_slo
     options = DictationOptions(final_model="finals", final_model_max_s=0.5)
     partial_spy, slow = SlowDecoder(decoder, 0.0), SlowDecoder(finals_model, 0.6)
     stream = DictationStream(options, partial_spy, StreamingVad(), final_decoder=slow)
-    events = [event for first in range(0, len(audio), 1600) for event in stream.feed(audio[first : first + 1600])]
-    events += stream.flush()
+    events = fed_in_tenths(stream, audio)
     assert len(slow.calls) == 2
     assert [final for _, final in partial_spy.calls].count(True) >= 2  # the finals after it
     # (A slow decode also makes partials less frequent, which the stream says too.)
