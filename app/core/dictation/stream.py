@@ -404,14 +404,19 @@ class DictationStream:
         keep = [word for word in words if word.end <= guard]
         self._commit(utterance, keep)
         restart = int(keep[-1].end * SAMPLE_RATE) if keep else int(guard * SAMPLE_RATE)
+        self._restart_window(utterance, restart, words)
+        utterance.last_decoded_to = cut
+
+    @staticmethod
+    def _restart_window(utterance: _Utterance, restart: int, heard: list[Word]) -> None:
+        """Start the window at ``restart`` (or a second on); of ``heard``, the words after it stay pending."""
         # Always move forward, even when the model put a word's end before the window start.
         utterance.window_start = max(restart, utterance.window_start + SAMPLE_RATE)
         # The new window may begin with the tail of the last committed word again: keep the last few committed
         # words so that strip_committed drops such a repetition.
         utterance.committed = utterance.committed[-5:]
-        utterance.pending = [word for word in words if word.start * SAMPLE_RATE >= utterance.window_start]
+        utterance.pending = [word for word in heard if word.start * SAMPLE_RATE >= utterance.window_start]
         utterance.closing = None
-        utterance.last_decoded_to = cut
 
     def _cut_at_pause(self, utterance: _Utterance) -> bool:
         """A window grown to ``max_window_s`` after a pause whose closing decode is in hand: the words before the
@@ -424,10 +429,7 @@ class DictationStream:
         fresh = strip_committed(words, utterance.committed)
         self._commit(utterance, fresh, at_pause=True)
         restart = max(speech_end, int(fresh[-1].end * SAMPLE_RATE) if fresh else 0)
-        utterance.window_start = max(restart, utterance.window_start + SAMPLE_RATE)
-        utterance.committed = utterance.committed[-5:]
-        utterance.pending = [word for word in utterance.pending if word.start * SAMPLE_RATE >= utterance.window_start]
-        utterance.closing = None
+        self._restart_window(utterance, restart, utterance.pending)
         return True
 
     def _progress_open(self, vad: StreamingVad) -> None:
