@@ -68,6 +68,16 @@ def recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> li
 
 
 @pytest.fixture(scope="module")
+def long_recording(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
+    """The call five times over (150 s): a job that, once a node is warm, outlasts any difference between two
+    nodes' cold starts (the first job on each loads the models, about as long as this whole file takes)."""
+    samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
+    path = tmp_path_factory.mktemp("fleet-long") / "call five times.wav"
+    soundfile.write(path, np.tile(samples, 5), rate)
+    return path
+
+
+@pytest.fixture(scope="module")
 def short_recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> list[Path]:
     """Three 12-second stretches of the call: long enough to be killed mid-job, short enough to redo."""
     samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
@@ -252,7 +262,7 @@ def test_a_node_whose_queue_stops_answering_ends_itself_and_its_machine(tmp_path
 
 @pytest.mark.parametrize("kill", [False, True], ids=["idle-release", "a-node-killed"])
 def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
-    hosts: list[LoopbackSshd], short_recordings: list[Path], recordings: list[Path], tmp_path: Path, kill: bool
+    hosts: list[LoopbackSshd], short_recordings: list[Path], long_recording: Path, tmp_path: Path, kill: bool
 ) -> None:
     """`offload run --gpus 2` on RunPod (its documented API replayed; each "pod" is a real sshd here): both pods in
     the ledger, both running the queue, the one the queue has nothing left for destroyed while the other still
@@ -307,7 +317,7 @@ def test_rented_machines_share_the_queue_and_each_ends_as_soon_as_it_is_idle(
             timing=FleetTiming(connect_wait_s=30.0),
         )
         # The last file is the longest: whichever node does not take it has nothing left while it runs.
-        result = fleet.run(short_recordings if kill else [*short_recordings[:2], recordings[0]])
+        result = fleet.run(short_recordings if kill else [*short_recordings[:2], long_recording])
         assert not api.unmatched
 
     lines = [text for _, text in said]
