@@ -73,16 +73,16 @@ def choose_model(device: str, vram_total_mb: float | None, cache: Path | None = 
     installed = installed_models(cache)
     if device == "cuda" and vram_total_mb is not None:
         limit_gb = vram_total_mb / 1024
-        where = f"fits the GPU's {limit_gb:.0f} GB"
+        where = f"on disk that fits the GPU's {limit_gb:.0f} GB"
     elif device == "cuda":
         limit_gb = float("inf")  # NVML unreadable: trust the user's download choice
-        where = "is on disk (GPU memory unknown)"
+        where = "on disk (GPU memory unknown)"
     else:
         limit_gb = CPU_MAX_MODEL_VRAM_GB
-        where = "suits a CPU (larger models run slower than real time without a GPU; name one to use it anyway)"
+        where = "on disk that suits a CPU (larger models run slower than real time without a GPU; name one to use it anyway)"
     fitting = [model for model in installed if CATALOG[model.name].vram_gb <= limit_gb]
     model = fitting[0] if fitting else resolve_model(BUNDLED_MODEL, cache)
-    reason = f"{model.name}: the most accurate model that {where}"
+    reason = f"{model.name}: the most accurate model {where}"
     better = [
         entry.name
         for entry in sorted(CATALOG.values(), key=lambda entry: entry.rank, reverse=True)

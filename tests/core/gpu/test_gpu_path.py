@@ -302,6 +302,8 @@ def test_default_model_by_vram(model_cache: Path, device: str, vram_gb: float | 
 def test_default_model_suggests_a_download_that_would_fit(tmp_path: Path) -> None:
     choice = choose_model("cuda", 24 * 1024, tmp_path)  # nothing downloaded: the bundled tiny.en
     assert choice.model.name == "tiny.en"
+    # "on disk": tiny.en is the best model there is here, not the best that would fit the card.
+    assert choice.reason.startswith("tiny.en: the most accurate model on disk that fits the GPU's 24 GB;")
     assert "large-v3 would fit too: `scriba models download large-v3`" in choice.reason
 
 
