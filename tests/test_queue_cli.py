@@ -216,6 +216,47 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_job(tmp_path: 
     assert "Traceback" not in errors
 
 
+def test_ctrl_z_stops_the_running_job_too_and_fg_finishes_it(tmp_path: Path, long_wav: Path) -> None:
+    """Ctrl-Z (the terminal's SIGTSTP to `queue run`) stops the engine process with it, though the engine is in a
+    process group of its own; `fg` (SIGCONT) lets both go on and the job ends done, in one attempt."""
+    data = tmp_path / "data"
+    scriba(data, "queue", "add", str(long_wav), "--no-diarize")
+    # A group of its own in this session, as a shell's job is: a stop is not discarded as in an orphaned group.
+    runner = subprocess.Popen(
+        [*SCRIBA, "--data-dir", str(data), "queue", "run", "--until-empty"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (peek_states(data) == ["running"] and listing(data)[0]["progress"] > 0.05):
+            assert runner.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        parent = psutil.Process(runner.pid)
+        (engine,) = [child for child in parent.children() if "--multiprocessing-fork" in child.cmdline()]
+        assert os.getpgid(engine.pid) != os.getpgid(runner.pid)
+        os.kill(runner.pid, signal.SIGTSTP)
+        deadline = time.monotonic() + 60
+        while not (parent.status() == psutil.STATUS_STOPPED and engine.status() == psutil.STATUS_STOPPED):
+            assert time.monotonic() < deadline, (parent.status(), engine.status())
+            time.sleep(0.1)
+        os.kill(runner.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while engine.is_running() and engine.status() == psutil.STATUS_STOPPED:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        _, errors = runner.communicate(timeout=600)
+    finally:
+        if runner.poll() is None:
+            os.kill(runner.pid, signal.SIGCONT)
+            runner.kill()
+    assert runner.returncode == 0, errors
+    (job,) = listing(data)
+    assert job["state"] == "done" and job["attempts"] == 1, job
+
+
 def test_a_full_disk_stops_queue_run_with_one_line_and_loses_nothing(tmp_path: Path, long_wav: Path) -> None:
     """Issue 18: a full disk crashed `queue run` with a traceback. The data folder is a real 4 MB tmpfs that
     fills up while the job runs."""

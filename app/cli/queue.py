@@ -161,6 +161,8 @@ def _queue_list(store: Any, as_json: bool) -> int:
 
 
 def _queue_run(store: Any, until_empty: bool) -> int:
+    import contextlib
+    import os
     import signal
 
     from app.core.queue.worker import QueueWorker
@@ -171,13 +173,29 @@ def _queue_run(store: Any, until_empty: bool) -> int:
     def interrupt(signum: int, frame: object) -> None:
         worker.stop()
 
+    def suspend(signum: int, frame: object) -> None:
+        # The engine runs in a process group of its own (a terminal's SIGINT or SIGTERM is this process's to
+        # decide on), so Ctrl-Z would stop only this one while the job went on: stop the engine with it.
+        engine = worker.engine.pid
+        if engine is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTSTP)  # stops here until `fg`/`bg` (SIGCONT)
+        signal.signal(signal.SIGTSTP, suspend)
+        if engine is not None and not worker.engine.suspended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine, signal.SIGCONT)
+
     previous = signal.signal(signal.SIGINT, interrupt)
     previous_term = signal.signal(signal.SIGTERM, interrupt)
+    previous_stop = signal.signal(signal.SIGTSTP, suspend)
     try:
         worker.run(until_empty=until_empty)
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGTSTP, previous_stop)
     if worker.stopping:
         return ExitCode.INTERRUPTED
     return ExitCode.FAILED if printer.failures else ExitCode.OK
