@@ -182,6 +182,10 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_job(tmp_path: 
     while not (listing(data)[0]["state"] == "running" and listing(data)[0]["progress"] > 0.05):
         assert first.poll() is None and time.monotonic() < deadline
         time.sleep(0.3)
+    # Its engine held where it is (its worker still beats), so the job cannot end before the kill below however
+    # long the second worker takes to start; the kill ends the stopped engine too.
+    (engine,) = [child for child in psutil.Process(first.pid).children() if "--multiprocessing-fork" in child.cmdline()]
+    engine.suspend()
     second = subprocess.Popen(
         [*SCRIBA, "--data-dir", str(data), "queue", "run"], stderr=subprocess.PIPE, text=True
     )  # waits: one job at a time per queue

@@ -111,8 +111,9 @@ def test_cancel_a_running_job(open_window, qtbot, long_wav: Path) -> None:  # ty
     assert engine_pid is not None
     window.select_job(job.id)
     window.menu_actions.job_actions["cancel"].trigger()  # the menu action, as Ctrl+. does
-    qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.CANCELLED, timeout=2500)
-    qtbot.waitUntil(lambda: window.model.jobs[0].state is JobState.CANCELLED, timeout=3000)
+    # How fast is measured in docs/benchmarks.md; here only that it happens (a loaded CI machine is slow).
+    qtbot.waitUntil(lambda: window.store.get(job.id).state is JobState.CANCELLED, timeout=15000)
+    qtbot.waitUntil(lambda: window.model.jobs[0].state is JobState.CANCELLED, timeout=5000)
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
     window.retry_job(job.id)  # and it can be queued again
     assert window.store.get(job.id).state in (JobState.QUEUED, JobState.RUNNING)
