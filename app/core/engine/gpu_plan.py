@@ -79,7 +79,10 @@ def choose_model(device: str, vram_total_mb: float | None, cache: Path | None = 
         where = "on disk (GPU memory unknown)"
     else:
         limit_gb = CPU_MAX_MODEL_VRAM_GB
-        where = "on disk that suits a CPU (larger models run slower than real time without a GPU; name one to use it anyway)"
+        where = (
+            "on disk that suits a CPU (larger models run slower than real time without a GPU; name one to use it "
+            "anyway)"
+        )
     fitting = [model for model in installed if CATALOG[model.name].vram_gb <= limit_gb]
     model = fitting[0] if fitting else resolve_model(BUNDLED_MODEL, cache)
     reason = f"{model.name}: the most accurate model {where}"
