@@ -41,7 +41,6 @@ def main() -> None:
     from app.cloud.types import Offer
     from app.core.engine.pipeline import Engine
     from app.core.queue.jobs import JobOptions
-    from app.core.queue.worker import pipeline_options
     from tests.cloud.replay_server import ReplayServer
     from tests.cloud.runpod_pods import ReplayedPods
     from tests.cloud.sshd import LoopbackSshd, host_environment
@@ -114,7 +113,7 @@ def main() -> None:
         name: sum(1 for line in said if re.fullmatch(rf"node\d: {re.escape(name)} done", line))
         for name in (path.name for path in files)
     }
-    local = Engine().run(long_file, pipeline_options(options, None))
+    local = Engine().run(long_file, options.to_pipeline(None))
     reference = metrics.turns_annotation(truth)
 
     def der(transcript: Any) -> tuple[float, int]:
