@@ -343,8 +343,9 @@ def case_stall(args: argparse.Namespace, home: Path) -> dict[str, Any]:
 
 
 def case_memory(args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    from app.core.queue.engine_process import EngineProcess
     from app.core.queue.jobs import JobOptions, JobStore
-    from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
+    from app.core.queue.worker import JobEvent, QueueWorker
 
     store = JobStore(home / "queue")
     for _ in range(args.jobs):
@@ -425,8 +426,9 @@ def case_cancel(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     import psutil
     import soundfile
 
+    from app.core.queue.engine_process import EngineProcess
     from app.core.queue.jobs import JobOptions, JobStore
-    from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
+    from app.core.queue.worker import JobEvent, QueueWorker
 
     samples, rate = soundfile.read(args.audio, dtype="float32")
     repeats = max(1, int(240 / (len(samples) / rate)))  # about four minutes

@@ -263,7 +263,7 @@ def step_cancel(ctx: Context) -> dict[str, Any]:
     from app.core.engine.pipeline import PipelineOptions, Progress
     from app.core.engine.transcribe import TranscriptionOptions
     from app.core.errors import CancelledError
-    from app.core.queue.worker import EngineProcess
+    from app.core.queue.engine_process import EngineProcess
 
     source = long_recording(ctx, 10)
     options = PipelineOptions(

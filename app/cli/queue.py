@@ -164,6 +164,7 @@ def _queue_run(store: Any, until_empty: bool) -> int:
     import contextlib
     import os
     import signal
+    import time
 
     from app.core.queue.worker import QueueWorker
 
@@ -181,7 +182,9 @@ def _queue_run(store: Any, until_empty: bool) -> int:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(engine, signal.SIGSTOP)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        stopped_at = time.monotonic()
         signal.raise_signal(signal.SIGTSTP)  # stops here until `fg`/`bg` (SIGCONT)
+        worker.add_frozen(time.monotonic() - stopped_at)
         signal.signal(signal.SIGTSTP, suspend)
         if engine is not None and not worker.engine.suspended:
             with contextlib.suppress(ProcessLookupError):

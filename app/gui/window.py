@@ -29,10 +29,11 @@ from app.core.dictation.stream import DictationOptions
 from app.core.engine.audio import MEDIA_EXTENSIONS
 from app.core.engine.recommend import Machine
 from app.core.gpu.gpustats import GpuStatsSampler
+from app.core.queue.engine_process import EngineProcess
 from app.core.queue.exports import export_job
 from app.core.queue.jobs import Job, JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
 from app.core.queue.trash import Trash
-from app.core.queue.worker import EngineProcess, JobEvent
+from app.core.queue.worker import JobEvent
 from app.core.secrets import HF_TOKEN_KEY, get_secret, set_secret
 from app.core.transcript.document import Transcript
 from app.core.transcript.save import SavedTranscript
@@ -365,7 +366,7 @@ class MainWindow(QMainWindow):
             self.select_job(jobs[0].id)  # its transcript shows here when it is done, without a click on the row
         self.bridge.wake()
         ids = [job.id for job in jobs]
-        run_off_main_thread(lambda: self._probe_durations(ids), self._durations_probed, name="probe-durations")
+        run_off_main_thread(lambda: self.store.probe_durations(ids), self._durations_probed, name="probe-durations")
         return jobs
 
     def _durations_probed(self, _: None) -> None:
@@ -378,18 +379,6 @@ class MainWindow(QMainWindow):
         self.showNormal() if self.isMinimized() else self.show()
         self.raise_()
         self.activateWindow()
-
-    def _probe_durations(self, job_ids: list[int]) -> None:
-        # Reading container headers is quick, but a folder of hundreds of files is not: off the main thread.
-        from app.core.engine.audio import probe_duration
-
-        for job_id in job_ids:
-            try:
-                job = self.store.get(job_id)
-            except JobNotFoundError:
-                continue
-            if job.duration is None:
-                self.store.set_duration(job_id, probe_duration(job.source))
 
     def choose_files(self) -> None:
         patterns = " ".join(f"*{ext}" for ext in sorted(MEDIA_EXTENSIONS))

@@ -601,6 +601,17 @@ class JobStore(SqliteDatabase):
         with self._lock:
             self._db.execute("UPDATE jobs SET duration = ? WHERE id = ?", (duration, job_id))
 
+    def probe_durations(self, job_ids: Iterable[int]) -> None:
+        """Read the length of each of these jobs' files that has none yet (jobs removed meanwhile are passed by).
+        Reading container headers is quick, but a folder of hundreds of files is not: call it off a GUI thread."""
+        from app.core.engine.audio import probe_duration
+
+        for job_id in job_ids:
+            with contextlib.suppress(JobNotFoundError):
+                job = self.get(job_id)
+                if job.duration is None:
+                    self.set_duration(job_id, probe_duration(job.source))
+
     @staticmethod
     def _state_in(db: sqlite3.Connection, job_id: int) -> JobState:
         row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()

@@ -1,15 +1,4 @@
-"""Runs the queue: one job at a time, inference in a child process.
-
-Why a child process (and not a thread in the window's process):
-- cancel: faster-whisper and pyannote cannot be interrupted inside a native call (a batch of segments on a
-  slow CPU, a pyannote embedding pass). Killing the child cancels within the 2 seconds promised, always, and
-  the operating system (and the CUDA driver) take back every byte the model held;
-- crash isolation: a segfault in a native library, an abort in CUDA or the kernel's out-of-memory killer ends
-  the child only; the job is marked failed with the reason, and the next job starts a fresh child;
-- the window never imports torch, so it opens at once and its event loop never waits on the GIL held by
-  Python parts of inference.
-The child lives across jobs and keeps the model loaded while jobs use the same model; it is started with
-"spawn" (fork would copy Qt's and torch's threads in an undefined state).
+"""Runs the queue: one job at a time, inference in a child process (:mod:`app.core.queue.engine_process`).
 
 The same :class:`QueueWorker` runs under `scriba queue run` (main thread) and in the window (a Python
 thread started by the GUI bridge); it reports :class:`JobEvent` objects through a callback.
@@ -19,21 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
-import os
-import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from app.core.cancel import CancelToken
 from app.core.engine.pipeline import PipelineOptions, Progress
 from app.core.errors import CancelledError, ScribaError
+from app.core.queue.engine_process import (
+    EngineCrashedError,
+    EngineJobError,
+    EngineProcess,
+    gpu_crash_note,
+    on_the_cpu,
+)
 from app.core.queue.exports import auto_export
 from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, storage_reason
 from app.core.queue.lock import QueueLock
@@ -41,10 +32,6 @@ from app.core.transcript.document import Transcript
 
 log = logging.getLogger(__name__)
 
-# How often the child sends progress (the parent turns each into a store update and a GUI event).
-PROGRESS_INTERVAL = 0.2
-# How often the parent checks for a cancel request while the child works.
-CANCEL_POLL_INTERVAL = 0.1
 # How often a working (or idle) worker looks for jobs left "running" by a worker that died, so that one of two
 # workers takes over the other's job without waiting for a restart.
 RECLAIM_INTERVAL = 5.0
@@ -54,281 +41,6 @@ HEARTBEAT_INTERVAL = 10.0
 # After the queue's disk refused a write (full, read-only), how long the window's worker waits before trying
 # again; `queue run --until-empty` stops instead.
 STORAGE_RETRY_SECONDS = 30.0
-# Nice value of the inference process: the window (and the rest of the desktop) stays responsive on a
-# machine whose every core is busy transcribing; it costs nothing when the machine is otherwise idle.
-INFERENCE_NICENESS = 5
-
-
-@dataclass(frozen=True)
-class EngineFailure:
-    """An error raised inside the child, sent to the parent as data (the exception class may not pickle)."""
-
-    error_type: str
-    message: str  # the error's words (ScribaError.words)
-    details: str = ""
-    cli_hint: str = ""  # the command line's hint (ScribaError.cli_hint)
-
-
-class EngineJobError(ScribaError):
-    """The engine reported a failure for the job (bad file, missing model, …); ``str()`` is for the user."""
-
-    def __init__(self, failure: EngineFailure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-        self.cli_hint = failure.cli_hint
-
-
-class EngineCrashedError(ScribaError):
-    """The inference process died (native crash, out of memory) without reporting an error."""
-
-    def __init__(self, source: Path | str, exitcode: int | None) -> None:
-        self.exitcode = exitcode
-        if exitcode is not None and exitcode < 0:
-            name = signal.Signals(-exitcode).name
-            if -exitcode == signal.SIGKILL:
-                cause = (
-                    f"the transcription process was killed ({name}); the usual cause is the system running out "
-                    "of memory. Try a smaller model, or close other programs, then retry"
-                )
-            else:
-                cause = (
-                    f"the transcription process crashed ({name}) inside a native library. Retry; if it happens "
-                    "again, try another device or compute type in Settings"
-                )
-        else:
-            cause = f"the transcription process exited unexpectedly (exit code {exitcode}). Retry the job"
-        super().__init__(f"{source}: {cause}.")
-
-
-def _watch_parent(parent_pid: int) -> None:
-    # An orphaned inference process (the window or `queue run` was killed) must not go on using the machine.
-    while True:
-        if os.getppid() != parent_pid:
-            os._exit(0)
-        time.sleep(0.5)
-
-
-# prctl(2) option: the signal this process gets when the thread that started it ends.
-_PR_SET_PDEATHSIG = 1
-# The child's first message: it will die with its parent (die_with_parent), so it may be stopped.
-READY = ("ready", None)
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel kill this process when its parent dies, even while it is stopped (SIGSTOP, a held
-    queue): the parent-watch thread cannot run then, and the kernel's SIGHUP+SIGCONT to an orphaned stopped
-    process group does not come where the group is not orphaned (the window started without job control, the
-    group's other members alive). The signal follows the thread that started the child: the queue worker's
-    thread, which closes the engine before it ends."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before the request above was in place
-        os._exit(0)
-
-
-def engine_process_main(connection: Connection, parent_pid: int, niceness: int) -> None:
-    """Body of the child process: receive (source, options), send progress and the result, repeat."""
-    # Ctrl-C or a logout's SIGTERM reaches a terminal's whole process group: the parent decides what it means
-    # (stop, cancel, requeue) and tells this process through the pipe. In the group, this process would die of
-    # the SIGTERM first and its job be marked failed; so it leaves the group (it still dies with its parent).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(os, "setpgid"):
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)
-    die_with_parent(parent_pid)
-    connection.send(READY)  # from now on it may be stopped (a held queue): it dies with its parent all the same
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
-    if niceness:
-        with contextlib.suppress(OSError):
-            os.nice(niceness)
-    from app.core.engine.pipeline import Engine
-
-    engine = Engine()
-    while True:
-        try:
-            request = connection.recv()
-        except (EOFError, OSError):
-            return
-        if request is None:
-            return
-        source, options = request
-        last_sent = 0.0
-
-        def progress(update: Progress) -> None:
-            nonlocal last_sent
-            now = time.monotonic()
-            if now - last_sent >= PROGRESS_INTERVAL or update.fraction >= 1.0:
-                last_sent = now
-                connection.send(("progress", update))
-
-        try:
-            transcript = engine.run(source, options, progress=progress, cancel=CancelToken())
-            connection.send(("done", transcript.to_dict()))
-        except ScribaError as error:
-            connection.send(("error", EngineFailure(type(error).__name__, error.words, cli_hint=error.cli_hint)))
-        except MemoryError:
-            connection.send(
-                (
-                    "error",
-                    EngineFailure(
-                        "MemoryError",
-                        f"{source}: not enough memory to transcribe this file. Try a smaller model, or close "
-                        "other programs, then retry.",
-                    ),
-                )
-            )
-        except Exception as error:  # anything else still ends as this job's failure, not the process's
-            connection.send(
-                (
-                    "error",
-                    EngineFailure(
-                        type(error).__name__,
-                        f"{source}: unexpected error in the engine ({type(error).__name__}: {error})",
-                        traceback.format_exc(),
-                    ),
-                )
-            )
-
-
-ChildMain = Callable[[Connection, int, int], None]
-
-
-class EngineProcess:
-    """The inference child process, started on first use and kept (with its loaded model) between jobs."""
-
-    def __init__(self, niceness: int = INFERENCE_NICENESS, child_main: ChildMain = engine_process_main) -> None:
-        self._context = multiprocessing.get_context("spawn")
-        self._niceness = niceness
-        self._child_main = child_main
-        self._process: Any = None
-        self._connection: Connection | None = None
-        self._lock = threading.Lock()
-        # Held (dictation is speaking): the child is stopped, and a child started meanwhile is stopped as soon as
-        # it says it is ready (it then dies with this process even while stopped; before, it might not).
-        self._suspended = False
-        self._ready = False
-
-    @property
-    def pid(self) -> int | None:
-        process = self._process
-        return process.pid if process is not None and process.is_alive() else None
-
-    def _ensure_started(self) -> Connection:
-        if self._process is not None and self._process.is_alive() and self._connection is not None:
-            return self._connection
-        self._discard()
-        parent_end, child_end = self._context.Pipe(duplex=True)
-        process = self._context.Process(
-            target=self._child_main,
-            args=(child_end, os.getpid(), self._niceness),
-            name="scriba-engine",
-            daemon=True,
-        )
-        process.start()
-        child_end.close()
-        self._process, self._connection = process, parent_end
-        self._ready = False
-        return parent_end
-
-    @property
-    def suspended(self) -> bool:
-        return self._suspended
-
-    def suspend(self) -> None:
-        """From any thread: stop the child where it is (SIGSTOP); it keeps its memory and its place in the job.
-        A child started before :meth:`resume` is stopped as soon as it is ready (READY)."""
-        with self._lock:
-            self._suspended = True
-            if self._ready:
-                self._signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """From any thread: let the child go on (SIGCONT)."""
-        with self._lock:
-            self._suspended = False
-            self._signal(signal.SIGCONT)
-
-    def _signal(self, signum: int) -> None:
-        process = self._process
-        if process is not None and process.pid is not None and process.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signum)
-
-    def run(
-        self,
-        source: Path | str,
-        options: PipelineOptions,
-        on_progress: Callable[[Progress], None],
-        should_cancel: Callable[[], bool],
-    ) -> Transcript:
-        """Run one job in the child. Raises CancelledError, EngineJobError or EngineCrashedError."""
-        with self._lock:
-            connection = self._ensure_started()
-            process = self._process
-            connection.send((str(source), options))
-        while True:
-            if should_cancel():
-                self.kill()
-                raise CancelledError()
-            try:
-                ready = connection.poll(CANCEL_POLL_INTERVAL)
-                message = connection.recv() if ready else None
-            except (EOFError, OSError):
-                process.join(2.0)
-                exitcode = process.exitcode
-                self._discard()
-                raise EngineCrashedError(source, exitcode) from None
-            if message is None:
-                if not process.is_alive():
-                    exitcode = process.exitcode
-                    self._discard()
-                    raise EngineCrashedError(source, exitcode)
-                continue
-            kind, payload = message
-            if kind == "ready":
-                with self._lock:
-                    self._ready = True
-                    if self._suspended:
-                        self._signal(signal.SIGSTOP)
-            elif kind == "progress":
-                on_progress(payload)
-            elif kind == "done":
-                return Transcript.from_dict(payload)
-            elif kind == "error":
-                raise EngineJobError(payload)
-
-    def kill(self) -> None:
-        """End the child now (cancel, quit): every byte of model memory goes back to the system."""
-        with self._lock:
-            process = self._process
-            if process is not None and process.is_alive():
-                process.terminate()
-                # A stopped child (held) may keep a SIGTERM pending instead of acting on it: let it run to it.
-                self._signal(signal.SIGCONT)
-                process.join(1.0)
-                if process.is_alive():
-                    process.kill()
-                    process.join(1.0)
-            self._discard()
-
-    def close(self) -> None:
-        """Ask the child to exit after its current request; kill it if it does not within 2 seconds."""
-        with self._lock:
-            process, connection = self._process, self._connection
-            if process is not None and connection is not None and process.is_alive():
-                self._signal(signal.SIGCONT)  # a stopped child cannot read the request
-                with contextlib.suppress(OSError):
-                    connection.send(None)
-                process.join(2.0)
-        self.kill()
-
-    def _discard(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-        self._process, self._connection = None, None
-
 
 # "held" / "released": dictation holds the queue while the person speaks (QueueWorker.hold); the job, if one
 # runs, is frozen meanwhile.
@@ -346,32 +58,6 @@ EventKind = Literal[
     "held",
     "released",
 ]
-
-
-def gpu_crash_note(options: PipelineOptions, crash: EngineCrashedError, stage: str) -> str | None:
-    """The job's note when ``crash`` is a native crash of a job on the GPU (worth a run on the CPU); else None.
-    SIGKILL is left out: that is the system out of memory, which a second run would meet again."""
-    on_gpu = options.transcription.device == "cuda" or (options.diarize and options.diarizer.device == "cuda")
-    code = crash.exitcode
-    if not on_gpu or code is None or code >= 0 or -code == signal.SIGKILL:
-        return None
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return (
-        f"a GPU library crashed the transcription process ({name} during {stage}), as a GPU library that cannot "
-        "be loaded does (cuDNN most often); the job ran on the CPU instead"
-    )
-
-
-def on_the_cpu(options: PipelineOptions) -> PipelineOptions:
-    """``options`` with both stages on the CPU, the compute type left to the CPU's own choice."""
-    return replace(
-        options,
-        transcription=replace(options.transcription, device="cpu", compute_type="auto"),
-        diarizer=replace(options.diarizer, device="cpu"),
-    )
 
 
 class QueueStorageError(ScribaError):
@@ -436,6 +122,10 @@ class QueueWorker:
         self._held = threading.Event()
         self._hold_lock = threading.Lock()
         self.hold_reason = ""
+        # Time the running job's process spent frozen (held, or stopped with the terminal's Ctrl-Z): left out of
+        # its speed and ETA, which are the engine's, not the pauses'.
+        self._frozen_s = 0.0
+        self._frozen_since: float | None = None
         self.current_job_id: int | None = None
         # A job whose end could not be recorded (the queue's disk was full): still "running" under this live
         # process, so nothing else would ever take it back. Requeued as soon as the queue can be written.
@@ -468,6 +158,7 @@ class QueueWorker:
                 return
             self._held.set()
             self.hold_reason = reason
+            self._frozen_since = time.monotonic()
             self.engine.suspend()
         self._on_event(JobEvent("held", self.current_job_id, message=reason))
 
@@ -480,12 +171,24 @@ class QueueWorker:
             self._held.clear()
             self.hold_reason = ""
             self.engine.resume()
+            if self._frozen_since is not None:
+                self._frozen_s += time.monotonic() - self._frozen_since
+                self._frozen_since = None
         self._wake.set()
         self._on_event(JobEvent("released", self.current_job_id))
 
     @property
     def held(self) -> bool:
         return self._held.is_set()
+
+    def frozen_seconds(self) -> float:
+        """Seconds this worker's engine has been frozen so far (holds, and stops :meth:`add_frozen` was told of)."""
+        since = self._frozen_since
+        return self._frozen_s + (time.monotonic() - since if since is not None else 0.0)
+
+    def add_frozen(self, seconds: float) -> None:
+        """The engine was stopped for ``seconds`` by other means (the terminal's Ctrl-Z): not the job's time."""
+        self._frozen_s += seconds
 
     def stop(self) -> None:
         """From any thread: the running job goes back to the queue (it starts again next time)."""
@@ -610,15 +313,19 @@ class QueueWorker:
         a write); every other failure is the job's."""
         self.current_job_id = job.id
         started = time.monotonic()
+        frozen_before = self.frozen_seconds()
         last_stored = 0.0
         duration = job.duration
         self._on_event(JobEvent("started", job.id, job.source, duration=duration))
+
+        def working_seconds() -> float:
+            return time.monotonic() - started - (self.frozen_seconds() - frozen_before)
 
         def on_progress(update: Progress) -> None:
             nonlocal last_stored, duration
             if update.audio_seconds:
                 duration = update.audio_seconds
-            elapsed = time.monotonic() - started
+            elapsed = working_seconds()
             speed = eta = None
             if duration and update.fraction > 0.02 and elapsed > 0:
                 speed = duration * update.fraction / elapsed
@@ -675,7 +382,7 @@ class QueueWorker:
             self._store_end(job, lambda: self.store.fail(job.id, reason))
             self._on_event(JobEvent("failed", job.id, job.source, message=reason))
             return
-        elapsed = time.monotonic() - started
+        elapsed = working_seconds()
         speed = transcript.duration / elapsed if elapsed > 0 else None
         try:
             self.store.finish(job.id, transcript, speed, exports_pending=bool(job.options.output_dir))

@@ -6,8 +6,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
+from app.core.queue.engine_process import EngineProcess
 from app.core.queue.jobs import JobStore
-from app.core.queue.worker import EngineProcess, JobEvent, QueueWorker
+from app.core.queue.worker import JobEvent, QueueWorker
 
 
 class WorkerBridge(QObject):

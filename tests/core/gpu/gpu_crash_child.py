@@ -24,7 +24,7 @@ class _FirstThen:
 
 
 def aborts_on_the_gpu(connection: Connection, parent_pid: int, niceness: int) -> None:
-    from app.core.queue.worker import engine_process_main
+    from app.core.queue.engine_process import engine_process_main
 
     request = connection.recv()
     if request is not None:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.core.gpu import faults
+from app.core.queue.engine_process import EngineCrashedError, EngineProcess, gpu_crash_note
 from app.core.queue.jobs import JobOptions, JobState, JobStore
-from app.core.queue.worker import EngineCrashedError, EngineProcess, JobEvent, QueueWorker, gpu_crash_note
+from app.core.queue.worker import JobEvent, QueueWorker
 from tests.core.gpu.gpu_crash_child import aborts_on_the_gpu
 
 FAST = JobOptions(diarizer="embedded", formats=("txt",), language="en")

@@ -17,8 +17,10 @@ import pytest
 
 from app.core.engine.pipeline import Progress
 from app.core.queue import worker as worker_module
+from app.core.queue.engine_process import READY, EngineProcess, die_with_parent
 from app.core.queue.jobs import DATABASE_NAME, JobOptions, JobState, JobStore
-from app.core.queue.worker import READY, EngineProcess, JobEvent, QueueWorker, die_with_parent
+from app.core.queue.worker import JobEvent, QueueWorker
+from app.core.transcript.document import Transcript
 from tests.wake import CountedWake
 
 FAST = JobOptions(diarizer="embedded", formats=("txt", "json"))
@@ -99,6 +101,46 @@ def test_a_held_job_is_frozen_then_ends_as_it_would_have(
     kinds = [e.kind for e in events]
     assert kinds.count("held") == 1 and kinds.count("released") == 1 and kinds.index("held") < kinds.index("released")
     assert next(e for e in events if e.kind == "held").job_id == held.id
+
+
+def finishing_child(connection: Connection, parent_pid: int, niceness: int) -> None:
+    """A stand-in inference process: 40 steps of progress over about 2 s of work, then a 60 s transcript."""
+    die_with_parent(parent_pid)
+    connection.send(READY)
+    source, _options = connection.recv()
+    for step in range(1, 41):
+        connection.send(("progress", Progress("transcribe", step / 40, step / 40, 60.0)))
+        time.sleep(0.05)
+    connection.send(("done", Transcript(str(source), 60.0, "en", "tiny.en", "cpu", "int8", ()).to_dict()))
+    connection.recv()
+
+
+def test_a_holds_time_is_left_out_of_the_jobs_speed(tmp_path: Path) -> None:
+    """A job held for at least 2 s of its run: its speed is its audio over the time it worked, not over the time
+    it was frozen too (a queue held while the person dictates would otherwise show a slow job)."""
+    store = JobStore(tmp_path)
+    job = store.add(tmp_path / "talk.wav", FAST, 60.0)
+    seen: list[tuple[float, JobEvent]] = []
+    worker = QueueWorker(
+        store,
+        EngineProcess(child_main=finishing_child),
+        on_event=lambda event: seen.append((time.monotonic(), event)),
+        token_provider=lambda: None,
+    )
+    thread = _start(worker)
+    _wait_for(lambda: any(event.kind == "progress" for _, event in seen))
+    worker.hold("dictation")
+    frozen_from = time.monotonic()
+    _wait_for(lambda: time.monotonic() - frozen_from >= 2.0 and worker.frozen_seconds() >= 2.0, timeout=30)
+    worker.release_hold()
+    thread.join(60)
+    assert not thread.is_alive()
+    started = next(when for when, event in seen if event.kind == "started")
+    ended, done = next((when, event) for when, event in seen if event.kind == "done")
+    assert done.speed is not None and store.get(job.id).speed == pytest.approx(done.speed)
+    working = 60.0 / done.speed
+    assert ended - started - working >= 1.9, (ended - started, working)  # the hold, about 2 s, is not in it
+    assert working >= 40 * 0.05 * 0.9  # the child's own work is
 
 
 def test_no_job_is_claimed_while_held_and_hold_and_pause_leave_each_other_alone(tmp_path: Path) -> None:
@@ -189,7 +231,7 @@ def test_a_child_started_while_held_is_stopped_once_ready(tmp_path: Path) -> Non
 
 PARENT = """
 import sys, threading, time
-from app.core.queue.worker import EngineProcess
+from app.core.queue.engine_process import EngineProcess
 from app.core.queue.jobs import JobOptions
 from tests.core.queue.test_hold import spinning_child
 
