@@ -167,6 +167,13 @@ def test_a_job_stuck_after_a_container_restart_is_recovered_by_the_cli(tmp_path:
     assert [job["id"] for job in listing(data)] == [1]
 
 
+def engine_of(worker_pid: int) -> psutil.Process:
+    """The inference child process of the `queue run` with pid ``worker_pid``."""
+    children = psutil.Process(worker_pid).children()
+    (engine,) = [child for child in children if "--multiprocessing-fork" in child.cmdline()]
+    return engine
+
+
 def peek_states(data: Path) -> list[str]:
     """The jobs' states, read without opening the queue as Scriba does (which would recover stuck jobs)."""
     with sqlite3.connect(f"file:{data / 'queue.sqlite3'}?mode=ro", uri=True) as db:
@@ -184,8 +191,7 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_job(tmp_path: 
         time.sleep(0.3)
     # Its engine held where it is (its worker still beats), so the job cannot end before the kill below however
     # long the second worker takes to start; the kill ends the stopped engine too.
-    (engine,) = [child for child in psutil.Process(first.pid).children() if "--multiprocessing-fork" in child.cmdline()]
-    engine.suspend()
+    engine_of(first.pid).suspend()
     second = subprocess.Popen(
         [*SCRIBA, "--data-dir", str(data), "queue", "run"], stderr=subprocess.PIPE, text=True
     )  # waits: one job at a time per queue
@@ -238,8 +244,7 @@ def test_ctrl_z_stops_the_running_job_too_and_fg_finishes_it(tmp_path: Path, lon
         while not (peek_states(data) == ["running"] and listing(data)[0]["progress"] > 0.05):
             assert runner.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        parent = psutil.Process(runner.pid)
-        (engine,) = [child for child in parent.children() if "--multiprocessing-fork" in child.cmdline()]
+        parent, engine = psutil.Process(runner.pid), engine_of(runner.pid)
         assert os.getpgid(engine.pid) != os.getpgid(runner.pid)
         os.kill(runner.pid, signal.SIGTSTP)
         deadline = time.monotonic() + 60

@@ -70,7 +70,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> li
 @pytest.fixture(scope="module")
 def long_recording(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
     """The call five times over (150 s), about 10 s warm: the fleet ends with no node released only when the two
-    nodes' cold first jobs end about that far apart (with the 30 s call, about 2 s warm, it was seen on CI)."""
+    nodes' cold first jobs end about that far apart."""
     samples, rate = soundfile.read(sample_dir / "sample.wav", dtype="float32")
     path = tmp_path_factory.mktemp("fleet-long") / "call five times.wav"
     soundfile.write(path, np.tile(samples, 5), rate)

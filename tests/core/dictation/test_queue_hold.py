@@ -79,7 +79,7 @@ def test_a_pause_shorter_than_the_linger_keeps_one_hold(reading: np.ndarray) -> 
     log = dictate(two_utterances(reading, pause_s=1.5), linger_s=2.5)
     # Two utterances heard (the second longer than the linger), one hold over both, released at the run's end.
     # "quiet" comes about 0.6 s into the pause, so the next "speech" is about 0.9 s later: a 2.5 s linger leaves
-    # a loaded machine 1.6 s of lateness, where one as long as the pause left it about 0.6 s.
+    # a loaded machine 1.6 s of lateness.
     assert log == ["speech", "hold", "quiet", "speech", "quiet", "release"]
 
 

@@ -116,7 +116,7 @@ def finishing_child(connection: Connection, parent_pid: int, niceness: int) -> N
 
 
 def test_a_holds_time_is_left_out_of_the_jobs_speed(tmp_path: Path) -> None:
-    """A job held for at least 2 s of its run: its speed is its audio over the time it worked, not over the time
+    """A job held for at least 2.5 s of its run: its speed is its audio over the time it worked, not over the time
     it was frozen too (a queue held while the person dictates would otherwise show a slow job)."""
     store = JobStore(tmp_path)
     job = store.add(tmp_path / "talk.wav", FAST, 60.0)
@@ -131,7 +131,7 @@ def test_a_holds_time_is_left_out_of_the_jobs_speed(tmp_path: Path) -> None:
     _wait_for(lambda: any(event.kind == "progress" for _, event in seen))
     worker.hold("dictation")
     frozen_from = time.monotonic()
-    _wait_for(lambda: time.monotonic() - frozen_from >= 2.0 and worker.frozen_seconds() >= 2.0, timeout=30)
+    _wait_for(lambda: time.monotonic() - frozen_from >= 2.5 and worker.frozen_seconds() >= 2.5, timeout=30)
     worker.release_hold()
     thread.join(60)
     assert not thread.is_alive()
@@ -139,7 +139,7 @@ def test_a_holds_time_is_left_out_of_the_jobs_speed(tmp_path: Path) -> None:
     ended, done = next((when, event) for when, event in seen if event.kind == "done")
     assert done.speed is not None and store.get(job.id).speed == pytest.approx(done.speed)
     working = 60.0 / done.speed
-    assert ended - started - working >= 1.9, (ended - started, working)  # the hold, about 2 s, is not in it
+    assert ended - started - working >= 2.0, (ended - started, working)  # the hold, 2.5 s or more, is not in it
     assert working >= 40 * 0.05 * 0.9  # the child's own work is
 
 
