@@ -20,17 +20,23 @@ APT_PACKAGES := $(QT_XCB_PACKAGES) espeak-ng libegl1 libgl1 libxkbcommon0 libfon
 export PYANNOTE_METRICS_ENABLED := 0
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: dist gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
+.PHONY: lock dist gpu-kit gpu-kit-rehearse screenshots desktop-deps apt-install run venv test test-fast check lint typecheck contracts bench system-deps clean package mutate
 
 venv: $(STAMP)
 
 # uv installs the ~6 GB of torch/CUDA wheels by hard-linking from its cache: seconds on a second run
 # instead of minutes, and no second copy on disk.
-$(STAMP): pyproject.toml
+# packaging/constraints.txt holds every package at the version the suite last passed on (`make lock` refreshes it).
+$(STAMP): pyproject.toml packaging/constraints.txt
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(BIN)/python || uv venv --quiet --python $(PYTHON) $(VENV)
-	uv pip install --quiet --python $(BIN)/python -e ".[test]"
+	uv pip install --quiet --python $(BIN)/python -c packaging/constraints.txt -e ".[test]"
 	@touch $(STAMP)
+
+# After a green `make test` on newer releases (`uv pip install --upgrade` in .venv): pin what passed.
+lock: venv
+	@{ sed -n '/^#/p' packaging/constraints.txt; uv pip freeze --python $(BIN)/python --exclude-editable; } > packaging/constraints.tmp
+	@mv packaging/constraints.tmp packaging/constraints.txt
 
 # LibreOffice without its GUI: the tests open the Word and CSV exports in it, as a person would (without the
 # recommended packages: a few hundred MB instead of over a GB).
