@@ -31,6 +31,7 @@ def test_doctor_json_here_is_a_passing_cpu_setup_that_says_why_there_is_no_gpu()
     cublas = [lib for lib in report["cuda_libraries"] if lib["soname"] == "libcublas.so.12"]
     assert cublas and cublas[0]["loaded"] and cublas[0]["origin"] == "wheel"
     assert report["smoke_test"]["passed"] and "tiny.en ran on cpu (int8)" in report["smoke_test"]["detail"]
+    assert report["speaker_libraries"] == "ok"
     assert report["verdict"].startswith("CPU set-up OK: tiny.en ran on cpu (int8)")
     assert "libnvidia-ml.so.1" in report["verdict"]
 

@@ -105,7 +105,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             return ExitCode.INTERRUPTED
         except ScribaError as error:
             failures += 1
-            bar.finish(f"error: {error}")
+            # Errors about the file name it already; others (a model, a library) get it here.
+            named = str(error) if source.name in str(error) else f"{source}: {error}"
+            bar.finish(f"error: {named}")
             continue
         except Exception as error:  # an unexpected failure on one file must not stop the others
             failures += 1

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app import __version__
+from app.core.engine.diarize.speaker_stack import speaker_stack_problem
 from app.core.engine.gpu_plan import GpuMemory, choose_batch_size, choose_model
 from app.core.gpu.cuda_libs import LibraryStatus, install_hint, missing_required, preload_cuda_libraries
 from app.core.gpu.faults import FaultMatch, classify, last_fault, record_fault
@@ -27,7 +28,7 @@ from app.core.gpu.gpustats import GpuStatsSampler
 # Exit codes of `scriba doctor`.
 OK = 0  # the GPU path passed, or there is no GPU and the CPU path works
 GPU_UNUSABLE = 1  # an NVIDIA GPU is there but Scriba cannot use it: the verdict says what to install
-BROKEN = 2  # not even the CPU path works
+BROKEN = 2  # the install is broken: not even the CPU path transcribes, or speakers cannot be found
 
 _PACKAGES = (
     "faster-whisper",
@@ -209,9 +210,15 @@ def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[s
         problems.append(f"{torch_note} (torch: {smoke.torch_fault.text}; see {smoke.torch_fault.fault.peer_issue})")
         diarization_note = f" ({torch_note})"
 
+    # Importing pyannote.audio takes seconds: checked with the smoke test, which runs things, not without it.
+    speakers_problem = speaker_stack_problem() if smoke_test else None
     passed, detail = smoke.passed, smoke.detail
     if not passed:
         verdict, code = f"FAILED: {detail}. Reinstall Scriba (`make venv`) and run `scriba doctor` again.", BROKEN
+    elif speakers_problem is not None:
+        # Transcription runs, but every job that finds speakers (the default) would fail.
+        verdict = f"FAILED: speakers cannot be found: {speakers_problem} Transcription alone works ({detail})."
+        code = BROKEN
     elif gpu_ready:
         gpu_name = first_gpu.name if first_gpu else "CUDA GPU"
         memory = f", {first_gpu.total_mb / 1024:.0f} GB" if first_gpu else ""
@@ -255,6 +262,7 @@ def run_doctor(nvml: Any | None = None, smoke_test: bool = True) -> tuple[dict[s
             "diarization_device": diarization_device,
         },
         "problems": problems,
+        "speaker_libraries": speakers_problem or ("ok" if smoke_test else "not checked"),
         "smoke_test": {"passed": passed, "detail": detail},
         # The last GPU fault a job (or this check) met on this machine, and what ran instead.
         "last_gpu_fault": last.to_dict() if last else None,
@@ -292,6 +300,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"Model: {selected['model_reason']}",
         f"Batching: {selected['batch_reason']}",
         f"Diarization: {selected['diarization_device']}",
+        f"Speaker libraries (torch, torchaudio, pyannote.audio): {report['speaker_libraries']}",
     ]
     fault = report.get("last_gpu_fault")
     if fault:

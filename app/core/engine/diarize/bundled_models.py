@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from app.core.engine.diarize.speaker_stack import require_speaker_stack
 from app.core.engine.level import speech_gain
 from app.core.engine.memory import release_freed_memory
-from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
 from app.core.errors import DiarizationError
 from app.core.files import write_atomic_with
 
@@ -67,10 +67,7 @@ class Segmentation:
     """segmentation-3.0 over sliding 10 s chunks: who of each chunk's local speakers talks in each of its frames."""
 
     def __init__(self, device: str = "cpu", step_s: float = 2.5, batch_size: int = 16) -> None:
-        import os
-
-        os.environ["PYANNOTE_METRICS_ENABLED"] = "0"  # pyannote.audio 4 reports usage unless told not to
-        silence_pyannote_torchcodec_warning()
+        require_speaker_stack()  # also keeps pyannote.audio from reporting usage and quiets its torchcodec warning
         import torch
         from pyannote.audio import Model
         from pyannote.audio.utils.powerset import Powerset

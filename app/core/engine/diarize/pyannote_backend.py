@@ -9,13 +9,12 @@ the current directory first, and then on the hub.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.core.cancel import CancelToken
 from app.core.engine.diarize.base import SpeakerHints, Turn
-from app.core.engine.quiet_imports import silence_pyannote_torchcodec_warning
+from app.core.engine.diarize.speaker_stack import require_speaker_stack
 from app.core.errors import DiarizationError
 from app.core.progress import FractionProgress
 
@@ -49,9 +48,7 @@ class PyannoteDiarizer:
     def load(self) -> None:
         if self._pipeline is not None:
             return
-        # pyannote.audio 4 reports usage to its authors unless told not to; Scriba sends nothing anywhere.
-        os.environ["PYANNOTE_METRICS_ENABLED"] = "0"
-        silence_pyannote_torchcodec_warning()
+        require_speaker_stack()  # also keeps pyannote.audio from reporting usage and quiets its torchcodec warning
         import torch
         from pyannote.audio import Pipeline
 
