@@ -3,6 +3,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,25 @@ import pytest
 
 os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "0")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop at once when the speakers' libraries cannot load (a torchaudio for another torch): every test that
+    finds speakers would fail, one timeout after another, and the reason would drown. Checked in a child process
+    so that this one starts no torch threads before tests fork; the unit subset needs none of it."""
+    if all(item.get_closest_marker("unit") for item in session.items):
+        return
+    check = (
+        "from app.core.engine.diarize.speaker_stack import speaker_stack_problem; print(speaker_stack_problem() or '')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, cwd=Path(__file__).parents[1]
+    )
+    problem = result.stdout.strip()
+    if result.returncode != 0:
+        problem = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+    if problem:
+        pytest.exit(f"the test environment cannot find speakers: {problem}", returncode=3)
 
 
 @pytest.fixture(scope="session")

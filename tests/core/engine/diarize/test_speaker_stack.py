@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from app.core.doctor import BROKEN
@@ -86,3 +89,19 @@ def test_a_transcription_with_speakers_says_what_to_install_and_one_without_them
     words_only = scriba("transcribe", str(call), *common, "--no-diarize", env=environment(shadow))
     assert words_only.returncode == 0, words_only.stderr
     assert "chicago" in (out / "sample.txt").read_text().lower()
+
+
+def test_the_suite_stops_at_once_with_the_reason_instead_of_failing_test_after_test(tmp_path: Path) -> None:
+    shadow = shadowed_torchaudio(tmp_path, "2.10.0")
+    # Any test that is not in the unit subset: this one, run in a child pytest over the broken torchaudio.
+    selected = f"{Path(__file__).relative_to(ROOT)}::test_the_same_version_that_will_not_load_asks_for_the_pair_again"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", selected],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **environment(shadow)},
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "the test environment cannot find speakers: torchaudio 2.10.0 does not match torch" in result.stdout
+    assert "passed" not in result.stdout and "failed" not in result.stdout
