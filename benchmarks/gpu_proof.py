@@ -189,6 +189,7 @@ def step_doctor(ctx: Context) -> dict[str, Any]:
         "torch_cuda": report.get("torch_cuda"),
         "problems": report.get("problems"),
         "smoke_test": report.get("smoke_test"),
+        "speaker_libraries": report.get("speaker_libraries"),
         "cuda_libraries": report.get("cuda_libraries"),
     }
 
