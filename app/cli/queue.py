@@ -236,6 +236,8 @@ class EventPrinter:
             bar.finish(f"cancelled: job {event.job_id} {event.source}")
         elif event.kind == "requeued":
             bar.finish(f"stopped: job {event.job_id} {event.source} goes back to the queue")
+        elif event.kind == "taken_over":
+            bar.finish(f"set aside: {event.message}")
 
 
 def _format_seconds(seconds: float | None) -> str:

@@ -28,7 +28,7 @@ HISTORY_SECONDS = 600.0  # the graph shows the last 10 minutes
 GRAPHED_GPU = 0  # the engine's "cuda" device is GPU 0, so that is the card a job loads
 IDLE_JOB_TEXT = "Job: idle"
 # Events after which no job is running: the speed and ETA shown would be stale.
-_JOB_ENDED = frozenset({"done", "failed", "cancelled", "requeued", "idle"})
+_JOB_ENDED = frozenset({"done", "failed", "cancelled", "requeued", "taken_over", "idle"})
 
 
 class Series(NamedTuple):

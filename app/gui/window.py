@@ -561,13 +561,13 @@ class MainWindow(QMainWindow):
         if event.kind == "waiting":
             self.statusBar().showMessage(f"Waiting: {event.message}", 15000)
             return
-        if event.kind == "recovered":
+        if event.kind in ("recovered", "taken_over"):
             self.statusBar().showMessage(event.message or "", 10000)
         elif event.kind == "error":  # the queue's disk refused a write: say it; the worker tries again later
             self.notify("Scriba: queue stopped", event.message or "")
         elif event.kind == "idle" and (summary := self._batch.finish()):
             self.notify("Scriba: queue finished", summary)
-        if event.kind in ("recovered", "error", "idle", "held", "released"):  # held: dictation holds the queue
+        if event.kind in ("recovered", "taken_over", "error", "idle", "held", "released"):  # held: by dictation
             self.refresh()
             return
         self._batch.count(event)

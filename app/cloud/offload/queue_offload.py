@@ -20,7 +20,7 @@ from app.cloud.offload.base import OffloadCancelled, OffloadEvent, OffloadLike, 
 from app.cloud.offload.results import forget_stored
 from app.core.cancel import CancelToken
 from app.core.queue.exports import auto_export
-from app.core.queue.jobs import Job, JobOptions, JobStore
+from app.core.queue.jobs import Job, JobOptions, JobStore, JobTakenOverError
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +96,13 @@ class QueueOffload:
         for index, job in enumerate(jobs):
             if index in result.transcripts:
                 transcript = result.transcripts[index]
-                self.store.finish(
-                    job.id, transcript, result.speeds.get(index), exports_pending=bool(job.options.output_dir)
-                )
+                try:
+                    self.store.finish(
+                        job.id, transcript, result.speeds.get(index), exports_pending=bool(job.options.output_dir)
+                    )
+                except JobTakenOverError as error:  # another worker holds it now; its result stands
+                    log.warning("%s", error)
+                    continue
                 if index in result.stored:  # the queue holds it now
                     forget_stored(result.stored[index])
                 # Exported as a job done here is: its output folder, what may be replaced, what was kept.

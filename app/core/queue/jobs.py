@@ -151,6 +151,18 @@ class JobStateError(ScribaError, RuntimeError):
     """An action that does not apply to the job's current state (retry a running job, …)."""
 
 
+class JobTakenOverError(JobStateError):
+    """This process ran the job but it is no longer this process's to finish: it went quiet too long (a sleeping
+    laptop, Ctrl-Z) and a worker elsewhere took the job back, or it was removed. Its result is set aside."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(
+            f"job {job_id} was taken back by the queue while this worker was not heard from; this run's result is "
+            "set aside and the queue keeps the other worker's"
+        )
+        self.job_id = job_id
+
+
 _COLUMNS = (
     "id, source, options, state, position, progress, stage, duration, speed, eta, error, note, created_at, "
     "started_at, finished_at, attempts, completions, cancel_requested, worker, exported, warnings, exports_pending"
@@ -515,11 +527,22 @@ class JobStore(SqliteDatabase):
     def finish(
         self, job_id: int, transcript: Transcript, speed: float | None = None, *, exports_pending: bool = False
     ) -> Job:
-        """Store the transcript (complete file first), then mark the job done: exactly once per job.
+        """Store the transcript (complete file first), then mark the job done: exactly once per job, and only by
+        the process that claimed it (:class:`JobTakenOverError` otherwise, with nothing written).
         ``exports_pending``: its auto-exports come next; until :meth:`exports_finished` says they are written, a
         crash leaves the job marked so, and the next worker to start finishes them."""
-        write_atomic(self.transcript_file(job_id), transcript_json(transcript))
         with self._transaction() as db:
+            # Only the claim's owner finishes: a worker that was taken over must not replace the transcript that
+            # the one now running it (or done with it, and perhaps edited since) keeps in the same file.
+            owner = db.execute("SELECT state, worker_host, worker_pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            host, pid, _started = _own_identity()
+            if (
+                owner is None
+                or owner["state"] != JobState.RUNNING.value
+                or (owner["worker_host"], owner["worker_pid"]) != (host, pid)
+            ):
+                raise JobTakenOverError(job_id)
+            write_atomic(self.transcript_file(job_id), transcript_json(transcript))
             db.execute(
                 "UPDATE jobs SET state = ?, progress = 1, stage = '', duration = ?, speed = ?, eta = 0, "
                 "error = NULL, warnings = ?, finished_at = ?, completions = completions + 1, worker = NULL, "

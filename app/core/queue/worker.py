@@ -26,7 +26,7 @@ from app.core.queue.engine_process import (
     on_the_cpu,
 )
 from app.core.queue.exports import auto_export
-from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, storage_reason
+from app.core.queue.jobs import STORAGE_ERRORS, Job, JobState, JobStore, JobTakenOverError, storage_reason
 from app.core.queue.lock import QueueLock
 from app.core.transcript.document import Transcript
 
@@ -52,6 +52,7 @@ EventKind = Literal[
     "cancelled",
     "requeued",
     "recovered",
+    "taken_over",
     "idle",
     "waiting",
     "error",
@@ -386,6 +387,11 @@ class QueueWorker:
         speed = transcript.duration / elapsed if elapsed > 0 else None
         try:
             self.store.finish(job.id, transcript, speed, exports_pending=bool(job.options.output_dir))
+        except JobTakenOverError as error:  # another worker holds the job now: its result stands, not this one
+            log.warning("job %s: %s", job.id, error)
+            self.current_job_id = None
+            self._on_event(JobEvent("taken_over", job.id, job.source, message=str(error)))
+            return
         except STORAGE_ERRORS as error:
             # The transcript could not be saved (a full disk): the job must say why, not stay "running", and
             # the next job would fail the same way, so the worker stops here.

@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.queue.jobs import JobNotFoundError, JobOptions, JobState, JobStateError, JobStore, media_files
+from app.core.queue.jobs import (
+    JobNotFoundError,
+    JobOptions,
+    JobState,
+    JobStateError,
+    JobStore,
+    JobTakenOverError,
+    media_files,
+)
 from app.core.transcript.document import Segment, Transcript
 
 pytestmark = pytest.mark.unit  # `make test-fast`: no model, no spawned scriba, no servers
@@ -618,3 +626,35 @@ def test_a_job_of_another_machine_is_taken_back_once_it_stops_reporting(tmp_path
         db.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (time.time() - 5, reporting))
     assert store.recover_interrupted() == [silent]
     assert store.get(silent).state is JobState.QUEUED and store.get(reporting).state is JobState.RUNNING
+
+
+def test_a_worker_taken_over_while_it_slept_cannot_replace_the_other_workers_edited_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A laptop sleeps in the middle of a job of a queue on a network share; a worker on another computer takes the
+    job back, finishes it, and the user corrects the transcript. When the laptop wakes and its run ends, that run
+    must neither replace the corrected transcript nor count the job done a second time."""
+    laptop = JobStore(tmp_path, recover=False)
+    job = laptop.add(tmp_path / "interview.wav", JobOptions()).id
+    assert laptop.claim_next() is not None
+    with sqlite3.connect(tmp_path / "queue.sqlite3") as db:  # the laptop has not reported for an hour
+        db.execute("UPDATE jobs SET heartbeat_at = ? WHERE id = ?", (time.time() - 3600, job))
+
+    with monkeypatch.context() as on_render_box:
+        on_render_box.setattr(socket, "gethostname", lambda: "render-box")
+        render_box = JobStore(tmp_path, recover=False)
+        assert render_box.recover_interrupted() == [job]
+        assert render_box.claim_next() is not None
+    with pytest.raises(JobTakenOverError):  # nor while the other computer is still on it
+        laptop.finish(job, _transcript(" the laptop's words"))
+    assert not laptop.transcript_file(job).exists()
+    with monkeypatch.context() as on_render_box:
+        on_render_box.setattr(socket, "gethostname", lambda: "render-box")
+        render_box.finish(job, _transcript(" the render box's words"))
+        render_box.save_transcript(job, _transcript(" the words as the user corrected them"))
+
+    with pytest.raises(JobTakenOverError, match=f"job {job} was taken back"):
+        laptop.finish(job, _transcript(" the laptop's words"))
+    reopened = JobStore(tmp_path, recover=False)
+    assert reopened.load_transcript(job).text == "the words as the user corrected them"
+    assert (reopened.get(job).state, reopened.get(job).completions) == (JobState.DONE, 1)

@@ -313,3 +313,34 @@ def test_the_windows_worker_survives_a_full_disk_and_takes_the_job_back(tmp_path
         thread.join(30)
         assert not errors and not thread.is_alive()
         store.close()
+
+
+def test_a_job_taken_over_by_another_computer_meanwhile_is_set_aside_with_nothing_written(
+    tmp_path: Path, sample_dir: Path
+) -> None:
+    """The queue's folder is shared; while this worker ran the job, a worker on another computer took it (this
+    one had not been heard from). This run's result replaces neither the job's transcript nor its exports."""
+    import sqlite3
+
+    store = JobStore(tmp_path / "data")
+    output = tmp_path / "out"
+    job = store.add(sample_dir / "sample.wav", JobOptions(diarize=False, formats=("txt",), output_dir=str(output)))
+    events: list[JobEvent] = []
+
+    def record(event: JobEvent) -> None:
+        events.append(event)
+        if event.kind == "progress" and [e.kind for e in events].count("progress") == 1:
+            with sqlite3.connect(tmp_path / "data" / "queue.sqlite3") as db:  # as render-box's claim writes it
+                db.execute("UPDATE jobs SET worker = 'render-box:4242', worker_host = 'render-box', worker_pid = 4242")
+
+    worker = _worker(store, [])
+    worker._on_event = record
+    worker.run(until_empty=True)
+
+    (taken,) = [event for event in events if event.kind == "taken_over"]
+    assert taken.job_id == job.id and f"job {job.id} was taken back" in (taken.message or "")
+    assert not any(event.kind in ("done", "failed") for event in events)
+    row = store.get(job.id)
+    assert (row.state, row.worker, row.completions) == (JobState.RUNNING, "render-box:4242", 0)
+    assert not store.transcript_file(job.id).exists()
+    assert not output.exists() or list(output.iterdir()) == []
