@@ -21,6 +21,7 @@ from app.cloud.offload.results import forget_stored
 from app.core.cancel import CancelToken
 from app.core.queue.exports import auto_export
 from app.core.queue.jobs import Job, JobOptions, JobStore, JobTakenOverError
+from app.core.queue.worker import HEARTBEAT_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,11 @@ class QueueOffload:
         try:
             for job_id in self.job_ids:
                 jobs.append(self.store.claim(job_id, worker))
+            watcher = threading.Thread(target=self._watch, daemon=True, name="offload-watch")
+            watcher.start()
             # Built after the jobs are taken (so the local worker cannot start them meanwhile) and inside the
             # try: a missing key or no capacity puts them back in the queue, as they were.
             offload = self._make_offload()
-            watcher = threading.Thread(target=self._watch_cancel, daemon=True, name="offload-cancel")
-            watcher.start()
             result = offload.run(
                 [job.source for job in jobs],
                 f"jobs {','.join(map(str, self.job_ids))}",
@@ -114,12 +115,19 @@ class QueueOffload:
                 self.store.fail(job.id, reason)
         return result
 
-    def _watch_cancel(self) -> None:
+    def _watch(self) -> None:
         # The cancel flag lives in the database, so a cancel from any process (another window, the CLI) counts.
+        # The heartbeat keeps a worker on another computer sharing the queue from taking the jobs back while the
+        # offload is quiet (a machine booting, an upload), which would set the paid-for result aside.
+        last_heartbeat = time.monotonic()
         while not self._finished.wait(0.5):
             if any(self.store.cancel_requested(job_id) for job_id in self.job_ids):
                 self.cancel_token.cancel()
                 return
+            if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL:
+                last_heartbeat = time.monotonic()
+                for job_id in self.job_ids:
+                    self.store.heartbeat(job_id)
 
     def _event(self, event: OffloadEvent) -> None:
         if event.kind == "started":

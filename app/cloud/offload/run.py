@@ -62,6 +62,7 @@ from app.cloud.remote.transport import (
 )
 from app.cloud.types import Instance, Offer
 from app.core.cancel import CancelToken
+from app.core.errors import CancelledError
 from app.core.queue.jobs import JobOptions
 from app.core.transcript.document import Transcript
 
@@ -222,7 +223,10 @@ class Offload:
                     "machine it cannot keep track of: tearing it down"
                 ) from error
             self._check_cancel()
-            instance = self.provider.wait_ready(instance.instance_id)
+            try:
+                instance = self.provider.wait_ready(instance.instance_id, cancel=self._cancel)
+            except CancelledError:
+                raise OffloadCancelled("cancelled by the user while the machine booted") from None
             self.ledger.record_ready(ledger_id)
             yield instance
         except BaseException as error:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from app.cloud.types import Instance, Offer
-from app.core.errors import ScribaError
+from app.core.cancel import CancelToken
+from app.core.errors import CancelledError, ScribaError
 from app.core.secrets import KEYRING_SERVICE
 
 log = logging.getLogger(__name__)
@@ -256,8 +257,11 @@ class Provider(abc.ABC):
         instance = self.get_instance(instance_id)
         return instance is None or instance.state == "terminated"
 
-    def wait_ready(self, instance_id: str, timeout_s: float = 900.0, poll_s: float = 10.0) -> Instance:
-        """Poll until the machine is running with an SSH endpoint (host, port, user).
+    def wait_ready(
+        self, instance_id: str, timeout_s: float = 900.0, poll_s: float = 10.0, cancel: CancelToken | None = None
+    ) -> Instance:
+        """Poll until the machine is running with an SSH endpoint (host, port, user); ``cancel`` ends the wait
+        (CancelledError) within one poll, so that a machine the user no longer wants is torn down at once.
 
         "Running" is not "sshd answers": the transport still retries its first connection. A provider API
         that flaps during a long boot (429, 5xx, a dropped connection) does not end the wait; an instance that
@@ -290,6 +294,8 @@ class Provider(abc.ABC):
                     )
                 if instance.state == "running" and instance.host:
                     return instance
+            if cancel is not None and cancel.cancelled:
+                raise CancelledError()
             now = self._clock()
             if now >= deadline:
                 raise LaunchTimeout(

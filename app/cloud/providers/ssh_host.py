@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from app.cloud.remote.transport import SshEndpoint
 from app.cloud.types import Instance, Offer
+from app.core.cancel import CancelToken
 
 
 class SshHostProvider:
@@ -44,7 +45,9 @@ class SshHostProvider:
     def launch(self, offer: Offer, ssh_public_key: str, label: str) -> Instance:
         return self._instance()
 
-    def wait_ready(self, instance_id: str, timeout_s: float = 0.0, poll_s: float = 0.0) -> Instance:
+    def wait_ready(
+        self, instance_id: str, timeout_s: float = 0.0, poll_s: float = 0.0, cancel: CancelToken | None = None
+    ) -> Instance:
         return self._instance()
 
     def terminate(self, instance_id: str) -> None:
